@@ -1,0 +1,255 @@
+"""The training op: AdamW (or LAMB), warmup + decay, clipping, accumulation, loss scaling.
+
+`create_train_op` is called inside a model_fn, once per replica when a
+MirroredStrategy is in use. Each replica computes the gradient of its own loss;
+the gradients are summed across replicas in one cross-replica step
+(`merge_call`), and every decision taken from them (the global norm, whether
+they are finite, whether this micro-batch closes an accumulation cycle) is made
+once, so all replicas apply the same update.
+
+One call of the train op processes one micro-batch per replica:
+
+- gradient accumulation: with `accumulation_steps=N`, each replica adds its
+  gradient to a replica-local buffer and the weights change on every N-th call
+  only. `global_step` counts optimizer updates, so the learning-rate schedule
+  and `num_train_steps` are in updates. The cross-replica sum still runs on
+  every micro-batch (it is never placed under a conditional, so no replica can
+  wait on a collective the others skip): accumulation saves memory, not
+  communication.
+- fp16: the loss is multiplied by a dynamic loss scale before differentiation.
+  An update whose summed gradient is not finite is skipped entirely (weights and
+  Adam moments keep their values) and the scale is halved; after
+  `loss_scale_window` finite updates in a row it doubles. This works with any
+  number of replicas, because the finiteness test runs on the all-reduced sum.
+- bf16 and fp32 need no loss scale; a non-finite update is skipped there too.
+
+Variables created here (all saved in checkpoints, so resuming is exact):
+`<var>/adam_m`, `<var>/adam_v` (the names of Google's optimizer),
+`<var>/accum_grad` (replica-local, only with accumulation), `accum_counter`,
+`loss_scale`, `loss_scale_good_steps`.
+"""
+
+import collections
+import re
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+_NO_DECAY_PATTERNS = ("LayerNorm", "layer_norm", "bias")
+
+TrainOp = collections.namedtuple(
+    "TrainOp", ["train_op", "learning_rate", "gradient_norm", "loss_scale", "update_applied"])
+"""What `create_train_op` returns; the scalars are float32 tensors for logging."""
+
+
+def learning_rate_schedule(global_step, init_lr, num_train_steps, num_warmup_steps,
+                           end_lr=0.0, power=1.0):
+    """Linear warmup to `init_lr` over `num_warmup_steps`, then polynomial decay.
+
+    The decay runs from step 0 to `num_train_steps` (as in the original BERT),
+    so right after warmup the rate is slightly below `init_lr`.
+
+    Args:
+      global_step: int64 scalar, the number of optimizer updates so far.
+    Returns:
+      float32 scalar.
+    """
+    step = tf.cast(global_step, tf.float32)
+    decay_steps = float(max(num_train_steps, 1))
+    fraction_left = 1.0 - tf.minimum(step, decay_steps) / decay_steps
+    decayed = (init_lr - end_lr) * tf.pow(fraction_left, power) + end_lr
+    if not num_warmup_steps:
+        return decayed
+    warmup = init_lr * step / float(num_warmup_steps)
+    return tf.where(step < float(num_warmup_steps), warmup, decayed)
+
+
+def uses_weight_decay(variable_name, exclude_patterns=_NO_DECAY_PATTERNS):
+    """LayerNorm parameters and biases are not decayed."""
+    return not any(re.search(pattern, variable_name) for pattern in exclude_patterns)
+
+
+def _variable_name(variable):
+    return re.sub(r":\d+$", "", variable.name)
+
+
+def _slot(variable, suffix, **kwargs):
+    return tf1.get_variable(_variable_name(variable) + "/" + suffix,
+                            shape=variable.shape.as_list(), dtype=tf.float32,
+                            initializer=tf1.zeros_initializer(), trainable=False, **kwargs)
+
+
+def _scalar_variable(name, initial_value, dtype):
+    return tf1.get_variable(name, shape=[], dtype=dtype, trainable=False,
+                            initializer=tf1.constant_initializer(initial_value),
+                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+def _adam_update(variable, gradient, m, v, learning_rate, apply_update, optimizer,
+                 weight_decay_rate, beta_1, beta_2, epsilon, step):
+    """Builds the gated AdamW / LAMB update of one variable (one device's copy).
+
+    Args:
+      gradient: float32, same shape as `variable`, already averaged and clipped.
+      apply_update: bool scalar; where False every assignment keeps the old value.
+      step: float32 scalar, 1-based update number (LAMB's bias correction).
+    Returns:
+      The group of the three assignments.
+    """
+    next_m = beta_1 * m + (1.0 - beta_1) * gradient
+    next_v = beta_2 * v + (1.0 - beta_2) * tf.square(gradient)
+    if optimizer == "lamb":
+        m_hat = next_m / (1.0 - tf.pow(beta_1, step))
+        v_hat = next_v / (1.0 - tf.pow(beta_2, step))
+        update = m_hat / (tf.sqrt(v_hat) + epsilon)
+    else:
+        # Google's AdamW: no bias correction (kept so results match the original).
+        update = next_m / (tf.sqrt(next_v) + epsilon)
+    if weight_decay_rate and uses_weight_decay(_variable_name(variable)):
+        update += weight_decay_rate * variable
+    if optimizer == "lamb":
+        weight_norm = tf.norm(variable)
+        update_norm = tf.norm(update)
+        trust_ratio = tf.where((weight_norm > 0.0) & (update_norm > 0.0),
+                               weight_norm / update_norm, 1.0)
+        update *= trust_ratio
+    next_variable = variable - learning_rate * update
+    # tf.where, not a multiply: a NaN in a skipped update must not leak through.
+    return tf.group(
+        variable.assign(tf.where(apply_update, next_variable, variable)),
+        m.assign(tf.where(apply_update, next_m, m)),
+        v.assign(tf.where(apply_update, next_v, v)))
+
+
+def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
+                    accumulation_steps=1, precision="fp32", optimizer="adamw",
+                    weight_decay_rate=0.01, clip_norm=1.0, beta_1=0.9, beta_2=0.999,
+                    epsilon=1e-6, initial_loss_scale=2.0 ** 15, loss_scale_window=2000,
+                    tvars=None):
+    """Builds the op that trains on one micro-batch per replica.
+
+    Args:
+      loss: float32 scalar, this replica's mean loss over its micro-batch.
+      num_train_steps, num_warmup_steps: in optimizer updates (not micro-batches).
+      accumulation_steps: micro-batches summed into one update.
+      precision: "fp32", "bf16" or "fp16" (fp16 enables dynamic loss scaling).
+      optimizer: "adamw" or "lamb".
+      tvars: variables to train (default: all trainable variables).
+    Returns:
+      A `TrainOp` (train_op plus float32 scalars for logging).
+    """
+    if optimizer not in ("adamw", "lamb"):
+        raise ValueError("optimizer must be 'adamw' or 'lamb', got %r" % (optimizer,))
+    if accumulation_steps < 1:
+        raise ValueError("accumulation_steps must be >= 1, got %r" % (accumulation_steps,))
+    use_loss_scale = precision == "fp16"
+    replica_context = tf.distribute.get_replica_context()
+    num_replicas = replica_context.num_replicas_in_sync
+
+    global_step = tf1.train.get_or_create_global_step()
+    tvars = tf1.trainable_variables() if tvars is None else tvars
+    loss_scale = _scalar_variable("loss_scale",
+                                  initial_loss_scale if use_loss_scale else 1.0, tf.float32)
+    good_steps = _scalar_variable("loss_scale_good_steps", 0, tf.int64)
+    accum_counter = _scalar_variable("accum_counter", 0, tf.int64)
+
+    scaled_loss = loss * loss_scale if use_loss_scale else loss
+    gradients = tf1.gradients(scaled_loss, tvars)
+    # Variables the loss does not reach (e.g. an unused pooler) are left alone.
+    trained = [(g, v) for g, v in zip(gradients, tvars) if g is not None]
+    if not trained:
+        raise ValueError("the loss does not depend on any trainable variable")
+    gradients = [tf.convert_to_tensor(tf.cast(g, tf.float32)) for g, _ in trained]
+    tvars = [v for _, v in trained]
+    moments = [(_slot(v, "adam_m"), _slot(v, "adam_v")) for v in tvars]
+
+    if accumulation_steps > 1:
+        buffers = [_slot(v, "accum_grad",
+                         synchronization=tf.VariableSynchronization.ON_READ,
+                         aggregation=tf.VariableAggregation.SUM) for v in tvars]
+        totals = [b.read_value() + g for b, g in zip(buffers, gradients)]
+    else:
+        buffers = None
+        totals = gradients
+
+    learning_rate = learning_rate_schedule(global_step, init_lr, num_train_steps,
+                                           num_warmup_steps)
+
+    def cross_replica_step(strategy, per_replica_totals):
+        """Runs once for all replicas: sum, decide, update every copy alike."""
+        counter_after = accum_counter + 1
+        closes_cycle = counter_after >= accumulation_steps
+        summed = strategy.extended.batch_reduce_to(
+            tf.distribute.ReduceOp.SUM, list(zip(per_replica_totals, tvars)))
+        # The mean gradient over all replicas and micro-batches, loss scale removed.
+        scale = 1.0 / (tf.cast(accumulation_steps * num_replicas, tf.float32) * loss_scale)
+        gradient_norm = tf.linalg.global_norm(summed) * scale
+        # A non-finite element makes the norm inf or NaN, so one test covers all.
+        is_finite = tf.math.is_finite(gradient_norm)
+        apply_update = closes_cycle & is_finite
+        clip_ratio = tf.where(gradient_norm > clip_norm,
+                              clip_norm / tf.maximum(gradient_norm, 1e-12), 1.0)
+        multiplier = scale * tf.where(is_finite, clip_ratio, 0.0)
+        step = tf.cast(global_step + 1, tf.float32)
+
+        updates = []
+        for gradient, variable, (m, v) in zip(summed, tvars, moments):
+            updates.append(strategy.extended.update(
+                variable,
+                lambda var, g, m_, v_: _adam_update(
+                    var, g * multiplier, m_, v_, learning_rate, apply_update, optimizer,
+                    weight_decay_rate, beta_1, beta_2, epsilon, step),
+                args=(gradient, m, v), group=True))
+        if buffers is not None:
+            for buffer, total in zip(buffers, per_replica_totals):
+                updates.append(strategy.extended.update(
+                    buffer,
+                    lambda b, t: b.assign(tf.where(closes_cycle, tf.zeros_like(t), t)),
+                    args=(total,), group=True))
+
+        with tf.control_dependencies(updates):
+            bookkeeping = [
+                strategy.extended.update(
+                    accum_counter,
+                    lambda c: c.assign(tf.where(closes_cycle, tf.constant(0, tf.int64),
+                                                counter_after)), group=True),
+                strategy.extended.update(
+                    global_step,
+                    lambda s: s.assign_add(tf.cast(closes_cycle, s.dtype)), group=True),
+            ]
+            if use_loss_scale:
+                bookkeeping += _loss_scale_updates(strategy, loss_scale, good_steps,
+                                                   closes_cycle, is_finite, loss_scale_window)
+        return (tf.group(bookkeeping), gradient_norm, tf.identity(loss_scale),
+                apply_update)
+
+    train_op, gradient_norm, loss_scale_value, applied = replica_context.merge_call(
+        cross_replica_step, args=(totals,))
+    return TrainOp(train_op, learning_rate, gradient_norm, loss_scale_value, applied)
+
+
+def _loss_scale_updates(strategy, loss_scale, good_steps, closes_cycle, is_finite, window):
+    """Dynamic loss scale: halve on overflow, double after `window` clean updates."""
+    good_after = tf.where(is_finite, good_steps + 1, tf.constant(0, tf.int64))
+    grow = good_after >= window
+    next_scale = tf.where(is_finite,
+                          tf.where(grow, loss_scale * 2.0, loss_scale),
+                          tf.maximum(loss_scale * 0.5, 1.0))
+    next_good = tf.where(grow, tf.constant(0, tf.int64), good_after)
+    return [
+        strategy.extended.update(
+            loss_scale, lambda s: s.assign(tf.where(closes_cycle, next_scale, s)),
+            group=True),
+        strategy.extended.update(
+            good_steps, lambda g: g.assign(tf.where(closes_cycle, next_good, g)),
+            group=True),
+    ]
+
+
+def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,
+                     **options):
+    """The original BERT signature: returns only the train op (`use_tpu` is ignored)."""
+    del use_tpu
+    return create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
+                           **options).train_op
