@@ -16,7 +16,9 @@ and a half-done download never looks finished.
     python assets.py minilm corpora     # prints one path per asset
 """
 
+import csv
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -121,6 +123,34 @@ def tweet_ner_file():
     """Path of ner.txt: one `token<TAB>BIO-tag` per line, blank line between tweets."""
     requirement, prefix = _TWEET_NER
     return os.path.join(_fetch("tweet-ner", requirement, prefix), "ner.txt")
+
+
+def write_polarity_split(dest_dir, dev_fraction=0.2, seed=0, limit=None):
+    """Splits the 4,000 polarity sentences into dest_dir/train.csv and dev.csv.
+
+    Both files have the header `label,sentence` (labels "1" and "-1"); the
+    shuffle is seeded, so the split is the same on every machine. `limit`
+    keeps only the first N shuffled sentences (for quick tests).
+    Returns (train_path, dev_path).
+    """
+    source = os.path.join(corpora_dir(), "polarity-en-pang&lee2.csv")
+    with open(source, encoding="utf-8-sig", newline="") as f:
+        rows = [(label, text.strip()) for label, text in csv.reader(f)]
+    random.Random(seed).shuffle(rows)
+    if limit:
+        rows = rows[:limit]
+    num_dev = int(round(len(rows) * dev_fraction))
+    os.makedirs(dest_dir, exist_ok=True)
+    paths = []
+    for name, part in (("train.csv", rows[num_dev:]), ("dev.csv", rows[:num_dev])):
+        path = os.path.join(dest_dir, name)
+        with open(path + ".partial", "w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["label", "sentence"])
+            writer.writerows(part)
+        os.replace(path + ".partial", path)
+        paths.append(path)
+    return tuple(paths)
 
 
 _FETCHERS = {"minilm": minilm_dir, "corpora": corpora_dir, "tweet_ner": tweet_ner_file}

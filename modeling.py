@@ -453,8 +453,38 @@ def resolve_checkpoint(path):
     return path
 
 
-def check_checkpoint_compatible(tvars, init_checkpoint, required_prefix="bert/"):
+def bert_variable_shapes(config):
+    """name -> shape of every variable BertModel creates under the default "bert" scope."""
+    h, i = config.hidden_size, config.intermediate_size
+    shapes = collections.OrderedDict([
+        ("bert/embeddings/word_embeddings", [config.vocab_size, h]),
+        ("bert/embeddings/token_type_embeddings", [config.type_vocab_size, h]),
+        ("bert/embeddings/position_embeddings", [config.max_position_embeddings, h]),
+        ("bert/embeddings/LayerNorm/beta", [h]),
+        ("bert/embeddings/LayerNorm/gamma", [h]),
+    ])
+    for n in range(config.num_hidden_layers):
+        layer = "bert/encoder/layer_%d/" % n
+        for dense_name, in_size, out_size in (
+                ("attention/self/query", h, h), ("attention/self/key", h, h),
+                ("attention/self/value", h, h), ("attention/output/dense", h, h),
+                ("intermediate/dense", h, i), ("output/dense", i, h)):
+            shapes[layer + dense_name + "/kernel"] = [in_size, out_size]
+            shapes[layer + dense_name + "/bias"] = [out_size]
+        for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
+            shapes[layer + norm + "/beta"] = [h]
+            shapes[layer + norm + "/gamma"] = [h]
+    shapes["bert/pooler/dense/kernel"] = [h, h]
+    shapes["bert/pooler/dense/bias"] = [h]
+    return shapes
+
+
+def check_checkpoint_compatible(expected_shapes, init_checkpoint, required_prefix="bert/"):
     """Raises InputError unless the checkpoint fits the graph.
+
+    Args:
+      expected_shapes: name -> shape (list) of the graph's variables, e.g. from
+        `bert_variable_shapes(config)` before any graph exists.
 
     Every variable under `required_prefix` must be in the checkpoint, and every
     variable the checkpoint shares with the graph must have the same shape: a
@@ -462,19 +492,17 @@ def check_checkpoint_compatible(tvars, init_checkpoint, required_prefix="bert/")
     training starts, with the variable named.
     """
     stored = dict(tf.train.list_variables(init_checkpoint))
-    for variable in tvars:
-        name = _variable_name(variable)
-        shape = variable.shape.as_list()
+    for name, shape in expected_shapes.items():
         if name not in stored:
             if name.startswith(required_prefix):
                 raise InputError("%s: checkpoint has no variable %s %s (is it a BERT "
                                  "checkpoint of this bert_config?)"
-                                 % (init_checkpoint, name, shape))
+                                 % (init_checkpoint, name, list(shape)))
             continue
-        if list(stored[name]) != shape:
+        if list(stored[name]) != list(shape):
             raise InputError("%s: variable %s has shape %s in the checkpoint but %s in "
                              "the model (checkpoint from a different bert_config?)"
-                             % (init_checkpoint, name, list(stored[name]), shape))
+                             % (init_checkpoint, name, list(stored[name]), list(shape)))
 
 
 def init_from_checkpoint(init_checkpoint, tvars=None):
@@ -485,7 +513,8 @@ def init_from_checkpoint(init_checkpoint, tvars=None):
     """
     tvars = tf1.trainable_variables() if tvars is None else tvars
     init_checkpoint = resolve_checkpoint(init_checkpoint)
-    check_checkpoint_compatible(tvars, init_checkpoint)
+    check_checkpoint_compatible(
+        {_variable_name(v): v.shape.as_list() for v in tvars}, init_checkpoint)
     assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
     tf1.train.init_from_checkpoint(init_checkpoint, assignment_map)
     return {name for name in initialized if not name.endswith(":0")}

@@ -73,6 +73,7 @@ def test_variables_have_google_names_shapes_and_float32():
         found = {v.name[:-2]: (v.shape.as_list(), v.dtype) for v in tf1.global_variables()}
     expected = google_variable_shapes(config)
     assert {k: s for k, (s, _) in found.items()} == expected
+    assert dict(modeling.bert_variable_shapes(config)) == expected
     assert {d for _, d in found.values()} == {tf.float32}
 
 
@@ -213,6 +214,14 @@ def test_checkpoint_of_another_config_is_rejected(tmp_path):
         modeling.init_from_checkpoint(ckpt)
     assert "intermediate/dense/kernel" in str(info.value)
     assert "different bert_config" in str(info.value)
+
+
+def test_checkpoint_checked_against_a_config_without_a_graph(tmp_path):
+    ckpt = save_tiny_checkpoint(tiny_config(), tmp_path)
+    modeling.check_checkpoint_compatible(modeling.bert_variable_shapes(tiny_config()), ckpt)
+    with pytest.raises(InputError, match="word_embeddings has shape"):
+        modeling.check_checkpoint_compatible(
+            modeling.bert_variable_shapes(tiny_config(vocab_size=65)), ckpt)
 
 
 def test_checkpoint_missing_variables_is_rejected(tmp_path):

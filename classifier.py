@@ -1,0 +1,140 @@
+"""Sentence (pair) classification on BERT: features, the head, and result files.
+
+Single-label: softmax over `num_labels`, cross-entropy, label ids [batch].
+Multi-label: one sigmoid per label, binary cross-entropy, labels as a multi-hot
+float vector [batch, num_labels]; a label is predicted when its probability
+reaches `threshold`.
+
+The head's variables are `output_weights` [num_labels, hidden] and
+`output_bias` [num_labels], as in Google's run_classifier.py.
+"""
+
+import hashlib
+import json
+
+import numpy as np
+import tensorflow as tf
+
+import input_pipeline
+import metrics
+import modeling
+from training import Head
+
+tf1 = tf.compat.v1
+
+
+def examples_digest(examples):
+    """A hash of every example's id, texts and label (the cache key of its features)."""
+    digest = hashlib.sha1()
+    for example in examples:
+        digest.update(json.dumps([example.guid, example.text_a, example.text_b,
+                                  example.label]).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def label_targets(examples, label_list, multi_label):
+    """int32 ids [n] (single-label) or float32 multi-hot [n, num_labels]; unlabeled -> 0."""
+    index = {label: i for i, label in enumerate(label_list)}
+    if not multi_label:
+        return np.array([index[e.label] if e.label is not None else 0 for e in examples],
+                        dtype=np.int32)
+    targets = np.zeros([len(examples), len(label_list)], dtype=np.float32)
+    for row, example in enumerate(examples):
+        for label in example.label or ():
+            targets[row, index[label]] = 1.0
+    return targets
+
+
+def feature_rows(examples, tokenizer, max_seq_length, label_list, multi_label):
+    """Yields the TFRecord feature dicts of `examples` (tokenized in one batch)."""
+    texts_b = [e.text_b for e in examples]
+    input_ids, input_mask, segment_ids = tokenizer.encode_pairs(
+        [e.text_a for e in examples],
+        texts_b if any(t is not None for t in texts_b) else None, max_seq_length)
+    targets = label_targets(examples, label_list, multi_label)
+    for i in range(len(examples)):
+        yield {"input_ids": input_ids[i], "input_mask": input_mask[i],
+               "segment_ids": segment_ids[i], "label_ids": targets[i]}
+
+
+def feature_spec(max_seq_length, num_labels, multi_label):
+    lengths = {"input_ids": max_seq_length, "input_mask": max_seq_length,
+               "segment_ids": max_seq_length,
+               "label_ids": num_labels if multi_label else 1}
+    spec = input_pipeline.fixed_length_spec(
+        lengths, float_names=("label_ids",) if multi_label else ())
+    return spec
+
+
+def make_head_fn(num_labels, multi_label=False, threshold=0.5, dropout_prob=0.1):
+    """The classification head for training.build_model_fn."""
+    def head_fn(model, features, mode):
+        is_training = mode == tf.estimator.ModeKeys.TRAIN
+        pooled = model.get_pooled_output()  # float32 [batch, hidden]
+        if is_training:
+            pooled = modeling.dropout(pooled, dropout_prob)
+        hidden_size = pooled.shape[-1]
+        output_weights = tf1.get_variable(
+            "output_weights", [num_labels, hidden_size],
+            initializer=tf1.truncated_normal_initializer(stddev=0.02))
+        output_bias = tf1.get_variable("output_bias", [num_labels],
+                                       initializer=tf1.zeros_initializer())
+        logits = tf.nn.bias_add(tf.matmul(pooled, output_weights, transpose_b=True),
+                                output_bias)  # [batch, num_labels]
+        if multi_label:
+            probabilities = tf.sigmoid(logits)
+            predicted = tf.cast(probabilities >= threshold, tf.int32)
+        else:
+            probabilities = tf.nn.softmax(logits, axis=-1)
+            predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        predictions = {"probabilities": probabilities, "predicted": predicted}
+        serving = {"probabilities": probabilities, "logits": logits,
+                   "label_ids" if not multi_label else "predicted_multi_hot": predicted}
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return Head(None, predictions, None, serving)
+
+        if multi_label:
+            labels = features["label_ids"]  # float32 [batch, num_labels]
+            per_example_loss = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(
+                labels=labels, logits=logits), axis=-1)
+        else:
+            labels = tf.reshape(features["label_ids"], [-1])  # int32 [batch]
+            per_example_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=labels, logits=logits)
+        loss = tf.reduce_mean(per_example_loss)
+        eval_metric_ops = None
+        if mode == tf.estimator.ModeKeys.EVAL:
+            eval_metric_ops = {"eval_loss": tf1.metrics.mean(per_example_loss)}
+            if multi_label:
+                eval_metric_ops["multi_label_counts"] = metrics.multi_label_counts_metric(
+                    labels, predicted)
+            else:
+                eval_metric_ops["confusion_matrix"] = metrics.confusion_matrix_metric(
+                    labels, predicted, num_labels)
+        return Head(loss, predictions, eval_metric_ops, serving)
+
+    return head_fn
+
+
+def eval_report(results, label_list, multi_label):
+    """The flat dict written to eval_results.{txt,json} from Estimator.evaluate's output."""
+    if multi_label:
+        report = metrics.multi_label_report(results["multi_label_counts"], label_list)
+    else:
+        report = metrics.classification_report(results["confusion_matrix"], label_list)
+    report["eval_loss"] = float(results["eval_loss"])
+    report["global_step"] = int(results["global_step"])
+    return report
+
+
+def prediction_lines(examples, predictions, label_list, multi_label, label_separator="|"):
+    """TSV lines (header first): id, predicted label(s), one probability per label."""
+    yield "\t".join(["id", "prediction"] + ["probability[%s]" % l for l in label_list])
+    for example, prediction in zip(examples, predictions):
+        if multi_label:
+            chosen = label_separator.join(
+                label_list[i] for i, on in enumerate(prediction["predicted"]) if on)
+        else:
+            chosen = label_list[int(prediction["predicted"])]
+        probabilities = ["%.6f" % p for p in prediction["probabilities"]]
+        yield "\t".join([str(example.guid), chosen] + probabilities)

