@@ -30,3 +30,62 @@ def cpu_strategy(num_replicas):
     devices = ["/cpu:%d" % i for i in range(num_replicas)]
     return tf.distribute.MirroredStrategy(
         devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
+TINY_WORDS = ["the", "movie", "plot", "film", "is", "was", "a", "very", "not", "good", "great",
+              "fine", "bad", "awful", "dull", "and", "but", "story", "acting", "music", ".", ","]
+POSITIVE_WORDS = ("good", "great", "fine")
+NEGATIVE_WORDS = ("bad", "awful", "dull")
+
+
+def write_tiny_model(directory, with_classifier_labels=None, **config_overrides):
+    """Writes bert_config.json, vocab.txt and a random bert_model.ckpt to `directory`.
+
+    With `with_classifier_labels=N` the checkpoint also holds a classifier head
+    (output_weights [N, hidden], output_bias [N]), so runs that start from it
+    begin from identical weights whatever the device layout.
+    Returns dict(bert_config_file, vocab_file, init_checkpoint).
+    """
+    import os
+    os.makedirs(directory, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS + ["##s"]
+    vocab_file = os.path.join(directory, "vocab.txt")
+    with open(vocab_file, "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    config = tiny_config(vocab_size=len(vocab), **config_overrides)
+    config_file = os.path.join(directory, "bert_config.json")
+    config.to_json_file(config_file)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(3)
+        ids = tf1.placeholder(tf.int32, [None, 8])
+        modeling.BertModel(config, False, ids)
+        if with_classifier_labels:
+            tf1.get_variable("output_weights", [with_classifier_labels, config.hidden_size],
+                             initializer=tf1.truncated_normal_initializer(stddev=0.02))
+            tf1.get_variable("output_bias", [with_classifier_labels],
+                             initializer=tf1.zeros_initializer())
+        saver = tf1.train.Saver()
+        with tf1.Session(graph=graph) as sess:
+            sess.run(tf1.global_variables_initializer())
+            checkpoint = saver.save(sess, os.path.join(directory, "bert_model.ckpt"),
+                                    write_meta_graph=False)
+    return dict(bert_config_file=config_file, vocab_file=vocab_file,
+                init_checkpoint=checkpoint)
+
+
+def write_sentiment_csv(path, num_examples, seed=0, header=("label", "sentence")):
+    """A learnable toy task: label 1 iff the sentence has a positive word."""
+    import csv
+    import random
+    rng = random.Random(seed)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        if header:
+            writer.writerow(header)
+        for _ in range(num_examples):
+            label = rng.choice(["0", "1"])
+            key = rng.choice(POSITIVE_WORDS if label == "1" else NEGATIVE_WORDS)
+            filler = [rng.choice(TINY_WORDS[:9]) for _ in range(rng.randint(2, 6))]
+            filler.insert(rng.randint(0, len(filler)), key)
+            writer.writerow([label, " ".join(filler)])
