@@ -66,8 +66,12 @@ def feature_spec(max_seq_length, num_labels, multi_label):
     return spec
 
 
-def make_head_fn(num_labels, multi_label=False, threshold=0.5, dropout_prob=0.1):
-    """The classification head for training.build_model_fn."""
+def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5):
+    """The classification head for training.build_model_fn.
+
+    dropout_prob: dropout on the pooled output in training (Google's code fixes
+    0.1, the hidden_dropout_prob of its configs; pass the config's value).
+    """
     def head_fn(model, features, mode):
         is_training = mode == tf.estimator.ModeKeys.TRAIN
         pooled = model.get_pooled_output()  # float32 [batch, hidden]
@@ -104,13 +108,15 @@ def make_head_fn(num_labels, multi_label=False, threshold=0.5, dropout_prob=0.1)
         loss = tf.reduce_mean(per_example_loss)
         eval_metric_ops = None
         if mode == tf.estimator.ModeKeys.EVAL:
-            eval_metric_ops = {"eval_loss": tf1.metrics.mean(per_example_loss)}
+            # 0 for the padding that fills the last batch of every replica.
+            weights = features.get("is_real_example")
+            eval_metric_ops = {"eval_loss": tf1.metrics.mean(per_example_loss, weights)}
             if multi_label:
                 eval_metric_ops["multi_label_counts"] = metrics.multi_label_counts_metric(
-                    labels, predicted)
+                    labels, predicted, weights)
             else:
                 eval_metric_ops["confusion_matrix"] = metrics.confusion_matrix_metric(
-                    labels, predicted, num_labels)
+                    labels, predicted, num_labels, weights)
         return Head(loss, predictions, eval_metric_ops, serving)
 
     return head_fn

@@ -123,6 +123,18 @@ def check_run_flags():
         raise InputError("--learning_rate must be > 0, got %g" % FLAGS.learning_rate)
 
 
+def check_fine_tuning_flags():
+    """The fine-tuning flags' values that cannot work, before anything is written."""
+    if FLAGS.predict_batch_size < 1:
+        raise InputError("--predict_batch_size must be >= 1, got %d" % FLAGS.predict_batch_size)
+    if FLAGS.do_train and not FLAGS.num_train_epochs > 0:
+        raise InputError("--num_train_epochs must be > 0 with --do_train, got %g"
+                         % FLAGS.num_train_epochs)
+    if not 0 <= FLAGS.warmup_proportion <= 1:
+        raise InputError("--warmup_proportion must be between 0 and 1, got %g"
+                         % FLAGS.warmup_proportion)
+
+
 def quiet_logging():
     """INFO logs once each, without TensorFlow's per-call deprecation notices."""
     import tensorflow as tf
@@ -137,15 +149,30 @@ def quiet_logging():
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
 
 
+def _fail(message):
+    """Prints `message` as the one line "error: ..." on stderr and exits with code 1."""
+    sys.stderr.write("error: %s\n" % " ".join(str(message).split()))
+    sys.exit(1)
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, reporting a bad flag (unknown name, malformed value) as
+    one "error:" line like every other mistake, instead of absl's two-line FATAL."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        _fail(e)
+
+
 def run_script(main):
     """absl's app.run, printing InputError as one line and exiting with code 1."""
     def guarded_main(argv):
         quiet_logging()
-        if len(argv) > 1:
-            raise app.UsageError("unexpected arguments: %s" % " ".join(argv[1:]))
         try:
+            if len(argv) > 1:
+                raise InputError("unexpected argument(s) %s: flags are written --name=value "
+                                 "(booleans --name or --noname)" % " ".join(argv[1:]))
             main(FLAGS)
         except InputError as e:
-            sys.stderr.write("error: %s\n" % e)
-            sys.exit(1)
-    app.run(guarded_main)
+            _fail(e)
+    app.run(guarded_main, flags_parser=_parse_flags)

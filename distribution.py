@@ -151,3 +151,127 @@ def make_run_config(output_dir, devices, use_xla=False, save_checkpoints_steps=1
         train_distribute=strategy,
         eval_distribute=strategy)
 
+
+
+# -- several workers (nodes) ----------------------------------------------------------
+
+ClusterTask = collections.namedtuple("ClusterTask", [
+    "task_type", "task_index", "num_workers", "worker_index", "is_chief"])
+"""This process's place in a TF_CONFIG cluster.
+
+num_workers counts the tasks that train (chief and workers); worker_index is
+this task's position among them (the chief first), which is also its input
+pipeline id under MultiWorkerMirroredStrategy.
+"""
+
+
+def parse_tf_config(text, source="TF_CONFIG"):
+    """Validates a TF_CONFIG JSON string; returns a ClusterTask, or None if empty.
+
+    Raises InputError (one line naming `source`) for text that is not JSON, a
+    cluster without chief/worker tasks, or a task that is not in the cluster.
+    Parameter servers and evaluator tasks are not supported (synchronous
+    all-reduce training only).
+    """
+    import json
+    if text is None or not text.strip():
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError as e:
+        raise InputError("%s is not valid JSON (%s): %r" % (source, e, text[:80]))
+    if not isinstance(config, dict):
+        raise InputError("%s: expected a JSON object with \"cluster\" and \"task\", got %r"
+                         % (source, text[:80]))
+    cluster = config.get("cluster") or {}
+    task = config.get("task") or {}
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        raise InputError("%s: \"cluster\" and \"task\" must be JSON objects" % source)
+    if not cluster:
+        return None  # no cluster: a single local process, as TensorFlow treats it
+    for job, addresses in cluster.items():
+        if not (isinstance(addresses, list) and addresses
+                and all(isinstance(a, str) and a for a in addresses)):
+            raise InputError("%s: cluster job %r must be a non-empty list of host:port "
+                             "strings" % (source, job))
+    unsupported = sorted(set(cluster) - {"chief", "worker"})
+    if unsupported:
+        raise InputError("%s: cluster job(s) %s are not supported: synchronous training "
+                         "uses only \"chief\" and \"worker\" tasks" % (source, unsupported))
+    if len(cluster.get("chief", [])) > 1:
+        raise InputError("%s: at most one chief task, got %d" % (source, len(cluster["chief"])))
+    task_type, task_index = task.get("type"), task.get("index", 0)
+    if task_type not in cluster:
+        raise InputError("%s: task type %r is not a job of the cluster (jobs: %s)"
+                         % (source, task_type, ", ".join(sorted(cluster))))
+    if isinstance(task_index, bool) or not isinstance(task_index, int) \
+            or not 0 <= task_index < len(cluster[task_type]):
+        raise InputError("%s: task %s index %r is not in the cluster (%s has %d task(s))"
+                         % (source, task_type, task_index, task_type,
+                            len(cluster[task_type])))
+    has_chief = "chief" in cluster
+    num_workers = len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+    worker_index = task_index + (1 if has_chief and task_type == "worker" else 0)
+    is_chief = task_type == "chief" or (not has_chief and task_index == 0)
+    return ClusterTask(task_type, task_index, num_workers, worker_index, is_chief)
+
+
+def make_multi_worker_strategy(use_gpu):
+    """MultiWorkerMirroredStrategy configured from TF_CONFIG.
+
+    Each worker mirrors over all the GPUs it sees (or its CPU); gradients are
+    all-reduced across workers with NCCL on GPUs, ring collectives otherwise.
+    """
+    implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if use_gpu
+                      else tf.distribute.experimental.CommunicationImplementation.RING)
+    return tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=implementation))
+
+
+def make_multi_worker_run_config(output_dir, strategy, devices, use_xla=False,
+                                 save_checkpoints_steps=1000, keep_checkpoint_max=5,
+                                 seed=None):
+    """A RunConfig for tf.estimator.train_and_evaluate over the TF_CONFIG cluster.
+
+    RunConfig reads TF_CONFIG itself; with a cluster and this train_distribute,
+    train_and_evaluate runs the distribute coordinator in independent-worker
+    mode: every worker runs the same graph and the chief writes the
+    checkpoints into output_dir. (Workers that are not the chief save
+    throwaway copies under output_dir/tmp_worker_<i>, because a save reads
+    cross-worker values and so needs every worker to take part.)
+
+    save_summary_steps must be positive: TensorFlow 2.15's
+    MonitoredTrainingSession only adds the checkpoint saver of a multi-worker
+    run inside its summary branch, so 0 would silently save no checkpoint.
+    """
+    return tf.estimator.RunConfig(
+        model_dir=output_dir,
+        tf_random_seed=seed,
+        session_config=make_session_config(devices, use_xla),
+        save_checkpoints_steps=save_checkpoints_steps,
+        keep_checkpoint_max=keep_checkpoint_max,
+        log_step_count_steps=None,
+        save_summary_steps=save_checkpoints_steps,
+        train_distribute=strategy)
+
+
+def plan_steps(num_train_steps, num_warmup_steps, per_replica_batch_size, num_replicas,
+               accumulation_steps):
+    """A TrainingPlan given in optimizer steps (pretraining) rather than epochs.
+
+    num_examples is what the steps consume: num_train_steps * global batch.
+    """
+    global_batch_size = per_replica_batch_size * num_replicas * accumulation_steps
+    return TrainingPlan(num_train_steps * global_batch_size, None, num_replicas,
+                        per_replica_batch_size, accumulation_steps, global_batch_size,
+                        num_train_steps, num_warmup_steps)
+
+
+def describe_step_plan(plan):
+    """One log line with every number of a plan made by `plan_steps`."""
+    return ("training plan: %d replicas x %d examples per replica x %d accumulation steps "
+            "= global batch %d; %d optimizer steps (%d warmup) = %d examples"
+            % (plan.num_replicas, plan.per_replica_batch_size, plan.accumulation_steps,
+               plan.global_batch_size, plan.num_train_steps, plan.num_warmup_steps,
+               plan.num_examples))

@@ -31,8 +31,13 @@ def load_model_inputs(flags_values):
     for name in ("bert_config_file", "vocab_file", "output_dir"):
         if not flags_values[name].value:
             raise InputError("--%s is required" % name)
+    for name in ("output_dir", "cache_dir"):
+        check_folder_flag(flags_values, name)
     bert_config = modeling.BertConfig.from_json_file(flags_values.bert_config_file)
     modeling.check_max_seq_length(bert_config, flags_values.max_seq_length)
+    if flags_values.max_seq_length < 2:
+        raise InputError("--max_seq_length must be >= 2 (it holds [CLS] and [SEP]), got %d"
+                         % flags_values.max_seq_length)
     tokenization.validate_case_matches_checkpoint(flags_values.do_lower_case,
                                                   flags_values.init_checkpoint)
     tokenizer = tokenization.FullTokenizer(flags_values.vocab_file,
@@ -41,10 +46,67 @@ def load_model_inputs(flags_values):
                                         flags_values.vocab_file)
     init_checkpoint = None
     if flags_values.init_checkpoint:
-        init_checkpoint = modeling.resolve_checkpoint(flags_values.init_checkpoint)
-        modeling.check_checkpoint_compatible(modeling.bert_variable_shapes(bert_config),
-                                             init_checkpoint)
+        init_checkpoint = check_checkpoint(flags_values.init_checkpoint,
+                                           modeling.bert_variable_shapes(bert_config))
     return ModelInputs(bert_config, tokenizer, init_checkpoint)
+
+
+def check_folder_flag(flags_values, name):
+    """InputError if the folder flag `name` names something that is not a folder."""
+    path = flags_values[name].value
+    if path and tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        raise InputError("--%s=%s is a file, expected a folder" % (name, path))
+
+
+def check_checkpoint(path, expected_shapes, required_prefix="bert/"):
+    """Resolves a checkpoint and checks it fits `expected_shapes` and can be read.
+
+    Every variable of `expected_shapes` under `required_prefix` must be present
+    with its shape, and the tensors the model will load must read back intact
+    (a truncated or corrupt .data file otherwise fails mid-way through the first
+    training step, with a TensorFlow traceback). Returns the checkpoint prefix.
+    """
+    path = modeling.resolve_checkpoint(path)
+    try:
+        modeling.check_checkpoint_compatible(expected_shapes, path, required_prefix)
+        reader = tf.train.load_checkpoint(path)
+        for name in expected_shapes:
+            if reader.has_tensor(name):
+                reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError) as e:
+        # IndexError: TensorFlow's reader on a truncated .data file.
+        raise InputError("%s: cannot read the checkpoint (%s)"
+                         % (path, " ".join(str(getattr(e, "message", e)).split())))
+    return path
+
+
+def check_resumable(output_dir, expected_shapes, plan=None):
+    """InputError unless the checkpoint in output_dir (if any) belongs to this run.
+
+    A re-run resumes (or evaluates) the latest checkpoint in output_dir. One of
+    another bert_config or label count would otherwise be restored silently into
+    variables of other shapes (resource variables do not check) or fail deep in
+    TensorFlow, after files have been written. With `plan` (the run trains), a
+    checkpoint that training will resume must also hold the gradient
+    accumulation buffers (`<var>/accum_grad`) the plan's accumulation needs.
+    """
+    latest = training.latest_checkpoint_or_none(output_dir)
+    if latest is None:
+        return
+    try:
+        check_checkpoint(latest, dict(expected_shapes, global_step=[]), required_prefix="")
+    except InputError as e:
+        raise InputError("%s; this is the checkpoint in --output_dir=%s that a re-run "
+                         "resumes or evaluates: use a new --output_dir" % (e, output_dir))
+    if plan is None or plan.accumulation_steps == 1:
+        return
+    reader = tf.train.load_checkpoint(latest)
+    if int(reader.get_tensor("global_step")) >= plan.num_train_steps:
+        return  # finished: nothing will be resumed
+    if not any(name.endswith("/accum_grad") for name in reader.get_variable_to_shape_map()):
+        raise InputError("--gradient_accumulation_steps=%d, but %s was trained without "
+                         "gradient accumulation; resume with the settings it was trained "
+                         "with or use a new --output_dir" % (plan.accumulation_steps, latest))
 
 
 def resolve_runtime(flags_values):
@@ -76,18 +138,42 @@ def make_estimator(flags_values, runtime, model_fn):
     return tf.estimator.Estimator(model_fn=model_fn, config=run_config)
 
 
-def train(estimator, input_fn, plan):
-    """Trains up to plan.num_train_steps; a re-run resumes from the last checkpoint."""
-    done = training.latest_checkpoint_or_none(estimator.model_dir)
+def trained_batches(output_dir, plan):
+    """(checkpoint, optimizer steps, input batches) already trained in output_dir.
+
+    (None, 0, 0) without a checkpoint. One optimizer step consumes
+    accumulation_steps micro-batches of every replica, and the replicas of one
+    worker take consecutive batches of the one input pipeline; `accum_counter`
+    counts the micro-batches of an unfinished accumulation cycle.
+    """
+    done = training.latest_checkpoint_or_none(output_dir)
+    if done is None:
+        return None, 0, 0
+    reader = tf.train.load_checkpoint(done)
+    step = int(reader.get_tensor("global_step"))
+    pending = int(reader.get_tensor("accum_counter")) if reader.has_tensor("accum_counter") \
+        else 0
+    calls = step * plan.accumulation_steps + pending
+    return done, step, calls * plan.num_replicas
+
+
+def train(estimator, make_input_fn, plan):
+    """Trains up to plan.num_train_steps; a re-run resumes from the last checkpoint.
+
+    `make_input_fn(skip_batches)` returns the training input_fn that starts
+    `skip_batches` batches into its (deterministically shuffled) stream, so a
+    resumed run goes on with the examples the interrupted one had not reached
+    rather than repeating the ones it had.
+    """
+    done, step, batches = trained_batches(estimator.model_dir, plan)
     if done:
-        step = tf.train.load_checkpoint(done).get_tensor("global_step")
         if step >= plan.num_train_steps:
             tf1.logging.info("output_dir already holds step %d of %d: nothing to train",
                              step, plan.num_train_steps)
             return
-        tf1.logging.info("resuming from %s (step %d of %d)", done, step,
-                         plan.num_train_steps)
-    estimator.train(input_fn, max_steps=plan.num_train_steps)
+        tf1.logging.info("resuming from %s (step %d of %d), after the %d input batches "
+                         "already trained on", done, step, plan.num_train_steps, batches)
+    estimator.train(make_input_fn(batches), max_steps=plan.num_train_steps)
 
 
 def saved_labels_path(output_dir):
@@ -100,16 +186,31 @@ def read_saved_labels(output_dir):
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
+        text = f.read()
+    try:
+        labels = json.loads(text)
+    except ValueError as e:
+        raise InputError("%s: not valid JSON (%s); expected the list of labels a previous "
+                         "run wrote" % (path, e))
+    if not (isinstance(labels, list) and labels and all(isinstance(l, str) for l in labels)):
+        raise InputError("%s: expected a JSON list of label strings, got %s"
+                         % (path, text.strip()[:60]))
+    return labels
 
 
-def check_and_save_labels(output_dir, label_list):
-    """Refuses to continue a model trained with another label set; records ours."""
+def check_saved_labels(output_dir, label_list):
+    """Refuses to continue a model trained with another label set (writes nothing)."""
     saved = read_saved_labels(output_dir)
     if saved is not None and saved != list(label_list):
         raise InputError("%s: this output_dir was trained with labels %s, but the data has "
                          "%s (use a new --output_dir)"
                          % (saved_labels_path(output_dir), saved, list(label_list)))
+    return saved
+
+
+def check_and_save_labels(output_dir, label_list):
+    """Refuses to continue a model trained with another label set; records ours."""
+    saved = check_saved_labels(output_dir, label_list)
     if saved is None:
         tf.io.gfile.makedirs(output_dir)
         training.write_text_atomically(saved_labels_path(output_dir),

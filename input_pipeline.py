@@ -54,6 +54,24 @@ def write_tfrecord(path, feature_rows):
     return count
 
 
+def find_cached_tfrecord(cache_dir, split, key_parts):
+    """(path, num_records) of the finished TFRecord for `key_parts`, or (path, None).
+
+    Only looks: nothing is written, so callers can convert (and find the
+    mistakes in) their inputs before they write anything.
+    """
+    key = fingerprint(key_parts)
+    path = os.path.join(cache_dir, "%s-%s.tf_record" % (split, key))
+    meta_path = path + ".json"
+    if tf.io.gfile.exists(path) and tf.io.gfile.exists(meta_path):
+        try:
+            with tf.io.gfile.GFile(meta_path) as f:
+                return path, int(json.load(f)["num_records"])
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged description: convert again
+    return path, None
+
+
 def cached_tfrecord(cache_dir, split, key_parts, make_rows):
     """Returns (path, num_records) of the TFRecord for `key_parts`, writing it if new.
 
@@ -62,12 +80,10 @@ def cached_tfrecord(cache_dir, split, key_parts, make_rows):
       key_parts: everything the records depend on (JSON-serialisable).
       make_rows: called only on a cache miss; returns an iterable of feature dicts.
     """
-    key = fingerprint(key_parts)
-    path = os.path.join(cache_dir, "%s-%s.tf_record" % (split, key))
+    path, count = find_cached_tfrecord(cache_dir, split, key_parts)
+    if count is not None:
+        return path, count
     meta_path = path + ".json"
-    if tf.io.gfile.exists(path) and tf.io.gfile.exists(meta_path):
-        with tf.io.gfile.GFile(meta_path) as f:
-            return path, json.load(f)["num_records"]
     tf.io.gfile.makedirs(cache_dir)
     count = write_tfrecord(path, make_rows())
     with tf.io.gfile.GFile(meta_path + ".partial", "w") as f:
@@ -84,13 +100,16 @@ def fixed_length_spec(lengths, float_names=()):
 
 
 def make_input_fn(path, feature_spec, batch_size, is_training, drop_remainder=None,
-                  shuffle_buffer=100000, seed=None):
+                  shuffle_buffer=100000, seed=None, skip_batches=0):
     """An Estimator input_fn over a TFRecord file of fixed-length features.
 
     Args:
       feature_spec: name -> tf.io.FixedLenFeature.
       batch_size: examples per replica (the Estimator calls this per replica).
       is_training: shuffle and repeat forever; batches are always full.
+      skip_batches: start this many batches into the stream (which, shuffled
+        with a `seed` under a graph seed, is the same in every run): a resumed
+        training run passes the batches it already trained on.
     Returns:
       input_fn() -> tf.data.Dataset of dicts name -> [batch, length] tensors
       (int64 features come out as int32, the dtype the model takes).
@@ -113,7 +132,46 @@ def make_input_fn(path, feature_spec, batch_size, is_training, drop_remainder=No
             dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
             dataset = dataset.repeat()
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+        if skip_batches:
+            dataset = dataset.skip(skip_batches)  # before parsing: cheap
         dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
+
+
+def make_eval_input_fn(path, feature_spec, batch_size, num_records, num_replicas=1):
+    """Like make_input_fn for evaluation, padded so every replica gets full batches.
+
+    Under a distribution strategy a last step with data for only some
+    replicas may be dropped, losing examples from the metrics. So the records
+    are followed by all-zero examples up to a multiple of
+    batch_size * num_replicas, and every example carries `is_real_example`
+    (float32 [batch]: 1 for a record, 0 for padding) to weight the metrics.
+    """
+    num_padding = -num_records % (batch_size * num_replicas)
+
+    def parse_one(serialized):
+        parsed = tf.io.parse_single_example(serialized, feature_spec)
+        parsed = {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+                  for name, t in parsed.items()}
+        parsed["is_real_example"] = tf.constant(1.0)
+        return parsed
+
+    def padding_example():
+        example = {name: tf.zeros(spec.shape, tf.int32 if spec.dtype == tf.int64
+                                  else spec.dtype)
+                   for name, spec in feature_spec.items()}
+        example["is_real_example"] = tf.constant(0.0)
+        return example
+
+    def input_fn(params=None, input_context=None):
+        del params, input_context
+        dataset = tf.data.TFRecordDataset(path).map(parse_one,
+                                                    num_parallel_calls=tf.data.AUTOTUNE)
+        if num_padding:
+            dataset = dataset.concatenate(
+                tf.data.Dataset.from_tensors(padding_example()).repeat(num_padding))
+        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
     return input_fn

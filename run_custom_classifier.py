@@ -20,6 +20,7 @@ import common_flags  # noqa: E402
 import distribution  # noqa: E402
 import fine_tuning  # noqa: E402
 import input_pipeline  # noqa: E402
+import modeling  # noqa: E402
 import training  # noqa: E402
 from errors import InputError  # noqa: E402
 
@@ -92,8 +93,14 @@ def read_examples(processor, label_list):
     return examples
 
 
+def head_variable_shapes(num_labels, hidden_size):
+    """The variables classifier.make_head_fn adds on top of BERT."""
+    return {"output_weights": [num_labels, hidden_size], "output_bias": [num_labels]}
+
+
 def main(_):
     common_flags.check_run_flags()
+    common_flags.check_fine_tuning_flags()
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.save_for_serving):
         raise InputError("nothing to do: give at least one of --do_train, --do_eval, "
                          "--do_predict, --save_for_serving")
@@ -109,33 +116,55 @@ def main(_):
     examples = read_examples(processor, label_list)
     if not FLAGS.do_train:
         fine_tuning.require_trained_model(FLAGS.output_dir, "evaluation, prediction or export")
-
-    # Nothing has been written so far; from here on output_dir is ours.
-    fine_tuning.check_and_save_labels(FLAGS.output_dir, label_list)
-    cache_dir = FLAGS.cache_dir or FLAGS.output_dir
-    spec = classifier.feature_spec(FLAGS.max_seq_length, len(label_list), multi_label)
-
-    def features(split, batch_size):
-        split_examples = examples[split]
-        key = {"examples": classifier.examples_digest(split_examples),
-               "vocab": classifier_data.input_fingerprint([FLAGS.vocab_file]),
-               "do_lower_case": FLAGS.do_lower_case, "max_seq_length": FLAGS.max_seq_length,
-               "labels": label_list, "multi_label": multi_label, "format": 1}
-        path, count = input_pipeline.cached_tfrecord(
-            cache_dir, split, key, lambda: classifier.feature_rows(
-                split_examples, model_inputs.tokenizer, FLAGS.max_seq_length, label_list,
-                multi_label))
-        tf1.logging.info("%s: %d examples in %s", split, count, path)
-        return input_pipeline.make_input_fn(path, spec, batch_size, split == "train",
-                                            seed=FLAGS.seed)
-
+    fine_tuning.check_saved_labels(FLAGS.output_dir, label_list)
     num_train = len(examples["train"]) if FLAGS.do_train else 0
     plan = distribution.plan_training(
         num_train, FLAGS.num_train_epochs, FLAGS.train_batch_size, len(runtime.devices),
         FLAGS.gradient_accumulation_steps, FLAGS.warmup_proportion)
+    bert_config = model_inputs.bert_config
+    fine_tuning.check_resumable(FLAGS.output_dir, dict(
+        modeling.bert_variable_shapes(bert_config),
+        **head_variable_shapes(len(label_list), bert_config.hidden_size)),
+        plan if FLAGS.do_train else None)
+
+    # Convert every split to features now, so a tokenizer complaint (a vocab
+    # without [SEP], a sequence length too short for a pair) also comes before
+    # anything is written; a split whose TFRecord is cached is not converted.
+    cache_dir = FLAGS.cache_dir or FLAGS.output_dir
+    spec = classifier.feature_spec(FLAGS.max_seq_length, len(label_list), multi_label)
+    converted = {}
+    for split, split_examples in examples.items():
+        key = {"examples": classifier.examples_digest(split_examples),
+               "vocab": classifier_data.input_fingerprint([FLAGS.vocab_file]),
+               "do_lower_case": FLAGS.do_lower_case, "max_seq_length": FLAGS.max_seq_length,
+               "labels": label_list, "multi_label": multi_label, "format": 1}
+        path, count = input_pipeline.find_cached_tfrecord(cache_dir, split, key)
+        rows = None if count is not None else list(classifier.feature_rows(
+            split_examples, model_inputs.tokenizer, FLAGS.max_seq_length, label_list,
+            multi_label))
+        converted[split] = (key, rows)
+
+    # Nothing has been written so far; from here on output_dir is ours.
+    fine_tuning.check_and_save_labels(FLAGS.output_dir, label_list)
+    records = {}
+    for split, (key, rows) in converted.items():
+        path, count = input_pipeline.cached_tfrecord(cache_dir, split, key, lambda: rows)
+        tf1.logging.info("%s: %d examples in %s", split, count, path)
+        records[split] = (path, count)
+    del converted
+
+    def features(split, batch_size, skip_batches=0):
+        path, count = records[split]
+        if split == "eval":
+            return input_pipeline.make_eval_input_fn(path, spec, batch_size, count,
+                                                     len(runtime.devices))
+        return input_pipeline.make_input_fn(path, spec, batch_size, split == "train",
+                                            seed=FLAGS.seed, skip_batches=skip_batches)
+
     model_fn = training.build_model_fn(
         model_inputs.bert_config,
-        classifier.make_head_fn(len(label_list), multi_label, FLAGS.multi_label_threshold),
+        classifier.make_head_fn(len(label_list), model_inputs.bert_config.hidden_dropout_prob,
+                                multi_label, FLAGS.multi_label_threshold),
         plan, init_checkpoint=model_inputs.init_checkpoint,
         learning_rate=FLAGS.learning_rate, precision=runtime.precision,
         inference_precision=runtime.inference_precision, optimizer=FLAGS.optimizer,
@@ -147,7 +176,10 @@ def main(_):
 
     if FLAGS.do_train:
         tf1.logging.info(distribution.describe_plan(plan))
-        fine_tuning.train(estimator, features("train", FLAGS.train_batch_size), plan)
+        fine_tuning.train(
+            estimator,
+            lambda skip_batches: features("train", FLAGS.train_batch_size, skip_batches),
+            plan)
     if FLAGS.do_eval:
         results = estimator.evaluate(features("eval", FLAGS.eval_batch_size))
         report = classifier.eval_report(results, label_list, multi_label)

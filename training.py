@@ -20,12 +20,15 @@ import optimization
 tf1 = tf.compat.v1
 
 Head = collections.namedtuple("Head", [
-    "loss", "predictions", "eval_metric_ops", "serving_outputs"])
+    "loss", "predictions", "eval_metric_ops", "serving_outputs", "training_logs"],
+    defaults=(None,))
 """What a task's head_fn returns.
 
 loss: float32 scalar (None in PREDICT mode); predictions: dict of tensors for
 Estimator.predict; eval_metric_ops: dict for EVAL mode; serving_outputs: dict
-of tensors for the SavedModel's serving_default signature.
+of tensors for the SavedModel's serving_default signature; training_logs
+(optional): dict name -> float32 scalar logged in training beside the loss
+(e.g. the parts of a multi-task loss).
 """
 
 SERVING_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -33,13 +36,18 @@ SERVING_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
-                   weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None):
+                   weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
+                   log_per_replica=False):
     """An Estimator model_fn: BERT + the task head + the shared training machinery.
 
     Args:
       plan: a distribution.TrainingPlan (optimizer steps, warmup, batch sizes).
       precision: compute precision for training; `inference_precision` for
         eval, predict and export.
+      output_dir: where the training log writes TensorBoard summaries (None:
+        nowhere, e.g. on a worker that is not the chief).
+      log_per_replica: also log examples/s per replica and sequences/s; with
+        several workers, plan.num_replicas counts the replicas of all of them.
     """
     def model_fn(features, labels, mode, params):
         del labels, params
@@ -71,10 +79,12 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
                   "gradient_norm": step.gradient_norm}
         if precision == "fp16":
             logged["loss_scale"] = step.loss_scale
+        logged.update(head.training_logs or {})
         hook = TrainingLogHook(
             logged, examples_per_call=plan.per_replica_batch_size * plan.num_replicas,
             every_n_calls=log_every_n_steps * plan.accumulation_steps,
-            total_steps=plan.num_train_steps, output_dir=output_dir)
+            total_steps=plan.num_train_steps, output_dir=output_dir,
+            num_replicas=plan.num_replicas if log_per_replica else None)
         num_replicas = tf.distribute.get_replica_context().num_replicas_in_sync
         # The Estimator reports the SUM of the replicas' losses; report their mean.
         return tf.estimator.EstimatorSpec(mode, loss=head.loss / float(num_replicas),
@@ -89,15 +99,21 @@ class TrainingLogHook(tf1.train.SessionRunHook):
     One session.run is one micro-batch per replica, so `examples_per_call` is
     per_replica_batch_size * num_replicas and throughput counts every example
     actually processed.
+
+    With `num_replicas` given, the line also reports examples/s per replica and
+    the same rates as sequences/s (in pretraining an example is one sequence).
+    Synchronous workers run their steps in lockstep, so on every worker
+    `examples_per_call` of all the workers' replicas gives the cluster's total.
     """
 
     def __init__(self, tensors, examples_per_call, every_n_calls, total_steps,
-                 output_dir=None):
+                 output_dir=None, num_replicas=None):
         self._tensors = tensors
         self._examples_per_call = examples_per_call
         self._every_n_calls = max(1, every_n_calls)
         self._total_steps = total_steps
         self._output_dir = output_dir
+        self._num_replicas = num_replicas
 
     def begin(self):
         self._global_step = tf1.train.get_global_step()
@@ -129,12 +145,17 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         self._last_time, self._last_calls = now, self._calls
         step = int(values.pop("global_step"))
         values["examples_per_second"] = examples_per_second
+        rates = ", %.1f examples/s" % examples_per_second
+        if self._num_replicas:
+            per_replica = examples_per_second / self._num_replicas
+            values["examples_per_second_per_replica"] = per_replica
+            rates = (", %.1f examples/s (= sequences/s) in total, %.1f per replica "
+                     "(%d replicas)" % (examples_per_second, per_replica, self._num_replicas))
         tf1.logging.info(
             "step %d/%d: %s", step, self._total_steps,
             ", ".join("%s %.4g" % (name.replace("_", " "), value)
                       for name, value in sorted(values.items())
-                      if name != "examples_per_second")
-            + ", %.1f examples/s" % examples_per_second)
+                      if not name.startswith("examples_per_second")) + rates)
         if self._writer is not None:
             summary = tf1.Summary(value=[tf1.Summary.Value(tag=name, simple_value=float(v))
                                          for name, v in values.items()])

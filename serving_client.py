@@ -1,0 +1,460 @@
+"""Predict on raw text with a BERT model behind TensorFlow Serving's REST API.
+
+    python serving_client.py --export_dir=runs/quickstart/classifier/serving \
+        --url=http://127.0.0.1:8501/v1/models/sentiment "a gripping story" "dull"
+
+Texts come from positional arguments, from `--input_file` (one text per line)
+or from standard input. For a model trained on sentence pairs, each line (or
+argument) holds two texts separated by a tab, or the second texts come from
+`--text_b`. They are tokenized exactly as training did, with the vocab and
+settings the export carries in assets.extra/ (`--export_dir`), or with
+`--vocab_file` and `--serving_config` given explicitly, and sent to the
+server's `:predict` endpoint `--batch_size` texts at a time. One line per input
+is printed: TSV (predicted label, then one probability per label) or JSON Lines.
+
+The functions below are the reusable part (finding an export, reading its
+settings, building `:predict` requests, parsing responses, formatting results)
+and import neither TensorFlow nor any HTTP library beyond Python's own.
+"""
+
+import argparse
+import http.client
+import itertools
+import json
+import os
+import socket
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import tokenization
+from errors import InputError
+
+# The serving_default inputs of training.serving_input_receiver_fn (not
+# imported from there: training imports TensorFlow, which a client need not).
+SIGNATURE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+SAVED_MODEL_FILE = "saved_model.pb"
+ASSETS_EXTRA = "assets.extra"
+
+
+class ServingError(Exception):
+    """The server could not be reached, refused the request, or answered nonsense."""
+
+
+# -- the export: versions and settings --------------------------------------------
+
+def version_dirs(base_path):
+    """[(version, path)] of `base_path`'s integer subfolders holding a SavedModel,
+    oldest first (TensorFlow Serving serves the highest)."""
+    if not os.path.isdir(base_path):
+        return []
+    found = []
+    for name in os.listdir(base_path):
+        path = os.path.join(base_path, name)
+        if name.isdigit() and os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
+            found.append((int(name), path))
+    return sorted(found)
+
+
+def resolve_version_dir(path):
+    """(version, folder) of the SavedModel `path` names: a version folder itself, or a
+    model base path, whose highest integer version is taken. `version` is None for a
+    SavedModel folder whose name is not an integer."""
+    if os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
+        name = os.path.basename(os.path.normpath(path))
+        return (int(name) if name.isdigit() else None), path
+    versions = version_dirs(path)
+    if not versions:
+        raise InputError("%s: no SavedModel here; expected a folder with %s, or a model base "
+                         "path with integer version folders holding one (as "
+                         "run_custom_classifier.py --save_for_serving writes)"
+                         % (path, SAVED_MODEL_FILE))
+    return versions[-1]
+
+
+def resolve_assets(export_dir=None, vocab_file=None, serving_config=None):
+    """(vocab_file, serving_config_file): given explicitly, else from the export's
+    assets.extra/ (an explicit file wins over the export's)."""
+    if export_dir:
+        _, version_dir = resolve_version_dir(export_dir)
+        extra = os.path.join(version_dir, ASSETS_EXTRA)
+        vocab_file = vocab_file or os.path.join(extra, "vocab.txt")
+        serving_config = serving_config or os.path.join(extra, "serving_config.json")
+    if not (vocab_file and serving_config):
+        raise InputError("give --export_dir (the exported model), or both --vocab_file and "
+                         "--serving_config")
+    return vocab_file, serving_config
+
+
+def parse_serving_config(text, source="serving_config.json"):
+    """The settings dict of a serving_config.json's text, checked and with defaults.
+
+    Required: task (a kind in TASKS), labels (a list of strings), max_seq_length
+    (an integer >= 2), do_lower_case (a boolean).
+    """
+    try:
+        config = json.loads(text)
+    except ValueError as e:
+        raise InputError("%s: not valid JSON (%s)" % (source, e))
+    if not isinstance(config, dict):
+        raise InputError("%s: expected a JSON object of serving settings" % source)
+    missing = [key for key in ("task", "labels", "max_seq_length", "do_lower_case")
+               if key not in config]
+    if missing:
+        raise InputError("%s: missing %s (written by --save_for_serving)"
+                         % (source, ", ".join(missing)))
+    if config["task"] not in TASKS:
+        raise InputError("%s: task %r is not one this client knows (%s)"
+                         % (source, config["task"], ", ".join(sorted(TASKS))))
+    labels = config["labels"]
+    if not (isinstance(labels, list) and labels
+            and all(isinstance(label, str) for label in labels)):
+        raise InputError("%s: labels must be a non-empty list of strings, got %r"
+                         % (source, labels))
+    length = config["max_seq_length"]
+    if isinstance(length, bool) or not isinstance(length, int) or length < 2:
+        raise InputError("%s: max_seq_length must be an integer >= 2, got %r" % (source, length))
+    if not isinstance(config["do_lower_case"], bool):
+        raise InputError("%s: do_lower_case must be true or false, got %r"
+                         % (source, config["do_lower_case"]))
+    return dict({"multi_label": False, "multi_label_threshold": 0.5, "sentence_pairs": False},
+                **config)
+
+
+def load_serving_config(path):
+    """parse_serving_config of the file `path`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InputError("%s: cannot read the serving settings (%s)" % (path, e.strerror or e))
+    return parse_serving_config(text, path)
+
+
+# -- inputs ---------------------------------------------------------------------
+
+def split_pair(text, where):
+    """(text_a, text_b) of one 'a<TAB>b' input; InputError naming `where` otherwise."""
+    fields = text.split("\t")
+    if len(fields) != 2:
+        raise InputError("%s: expected two texts separated by a tab (the model takes "
+                         "sentence pairs), got %d field(s)" % (where, len(fields)))
+    return fields[0], fields[1]
+
+
+def pairs_from_lines(lines, source, sentence_pairs):
+    """Yields (text_a, text_b or None) for each line of `lines` (an iterable of str).
+
+    Every line is one input, an empty one included, so that output line n always
+    answers input line n. For a single-text model a tab is just whitespace.
+    """
+    for number, line in enumerate(lines, 1):
+        text = line.rstrip("\r\n")
+        if sentence_pairs:
+            yield split_pair(text, "%s line %d" % (source, number))
+        else:
+            yield text, None
+
+
+def pairs_from_arguments(texts, texts_b, sentence_pairs):
+    """[(text_a, text_b or None)] of positional texts and --text_b values."""
+    if texts_b:
+        if not sentence_pairs:
+            raise InputError("--text_b: the model was trained on single texts "
+                             "(serving_config.json has sentence_pairs false)")
+        if len(texts_b) != len(texts):
+            raise InputError("--text_b given %d time(s) for %d text(s); expected one per text"
+                             % (len(texts_b), len(texts)))
+        return list(zip(texts, texts_b))
+    if sentence_pairs:
+        return [split_pair(text, "argument %d" % number)
+                for number, text in enumerate(texts, 1)]
+    return [(text, None) for text in texts]
+
+
+def batches(items, size):
+    """Yields lists of up to `size` consecutive items of the iterable `items`."""
+    iterator = iter(items)
+    while True:
+        batch = list(itertools.islice(iterator, size))
+        if not batch:
+            return
+        yield batch
+
+
+def encode(tokenizer, pairs, max_seq_length):
+    """The signature's inputs for [(text_a, text_b or None)]: name -> int32
+    [len(pairs), max_seq_length], built by the same call training uses."""
+    texts_b = [b for _, b in pairs]
+    arrays = tokenizer.encode_pairs(
+        [a for a, _ in pairs], texts_b if any(b is not None for b in texts_b) else None,
+        max_seq_length)
+    return dict(zip(SIGNATURE_INPUTS, arrays))
+
+
+# -- the REST protocol -----------------------------------------------------------
+
+def predict_url(url):
+    """The `:predict` address of a model URL such as
+    http://host:8501/v1/models/NAME[/versions/N] (unchanged if it already ends so)."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc \
+            or "/v1/models/" not in parsed.path:
+        raise InputError("--url=%s: expected the model's REST address, e.g. "
+                         "http://127.0.0.1:8501/v1/models/<name>" % url)
+    path = parsed.path.rstrip("/")
+    if not path.endswith(":predict"):
+        path += ":predict"
+    return urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, path, "", ""))
+
+
+def build_request(features, request_format="row"):
+    """The JSON body of a `:predict` request for `features` (name -> [rows, ...] array).
+
+    "row": {"instances": [{name: row}, ...]}; "columnar": {"inputs": {name: rows}}.
+    """
+    columns = {name: values.tolist() for name, values in features.items()}
+    if request_format == "columnar":
+        return {"signature_name": "serving_default", "inputs": columns}
+    if request_format != "row":
+        raise ValueError("request_format must be 'row' or 'columnar', got %r" % request_format)
+    num_rows = len(next(iter(columns.values())))
+    return {"signature_name": "serving_default",
+            "instances": [{name: rows[i] for name, rows in columns.items()}
+                          for i in range(num_rows)]}
+
+
+def parse_response(body, num_rows):
+    """Output name -> list with one value per row, from a `:predict` response of either
+    format. A single-output model's bare values come back under the name "output"."""
+    if not isinstance(body, dict):
+        raise ServingError("expected a JSON object, got %s" % type(body).__name__)
+    if "error" in body:
+        raise ServingError(str(body["error"]))
+    if "predictions" in body:
+        rows = body["predictions"]
+        if not isinstance(rows, list):
+            raise ServingError("'predictions' is not a list")
+        if rows and all(isinstance(row, dict) for row in rows):
+            outputs = {name: [row.get(name) for row in rows] for name in rows[0]}
+        else:
+            outputs = {"output": rows}
+    elif "outputs" in body:
+        outputs = body["outputs"]
+        if not isinstance(outputs, dict):
+            outputs = {"output": outputs}
+    else:
+        raise ServingError("expected 'predictions' or 'outputs' in the response, got keys %s"
+                           % sorted(body))
+    for name, values in outputs.items():
+        if not isinstance(values, list) or len(values) != num_rows:
+            raise ServingError("output %r has %s values for %d inputs" % (
+                name, len(values) if isinstance(values, list) else "no list of", num_rows))
+    return outputs
+
+
+def server_error_text(payload):
+    """The server's own message from an error response body (bytes), else its text."""
+    text = payload.decode("utf-8", "replace").strip()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:500] or "(empty body)"
+    if isinstance(body, dict) and "error" in body:
+        return " ".join(str(body["error"]).split())
+    return text[:500]
+
+
+def post_json(url, payload, timeout):
+    """POSTs `payload` as JSON to `url`, returns the decoded JSON answer.
+
+    Raises ServingError naming the URL, with the server's error text for an HTTP
+    error and the reason for a network failure.
+    """
+    data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    request = urllib.request.Request(url, data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer = response.read()
+    except urllib.error.HTTPError as e:
+        raise ServingError("%s: HTTP %d: %s" % (url, e.code, server_error_text(e.read())))
+    except urllib.error.URLError as e:
+        reason = getattr(e.reason, "strerror", None) or e.reason
+        raise ServingError("%s: cannot connect (%s)" % (url, reason))
+    except socket.timeout:
+        raise ServingError("%s: no answer within %g s" % (url, timeout))
+    except (OSError, http.client.HTTPException) as e:
+        raise ServingError("%s: %s" % (url, e or type(e).__name__))
+    try:
+        return json.loads(answer)
+    except ValueError:
+        raise ServingError("%s: the answer is not JSON: %s" % (url, server_error_text(answer)))
+
+
+def predict(url, features, request_format="row", timeout=60.0):
+    """Output name -> per-row values for `features`, from the server at `url`."""
+    num_rows = len(next(iter(features.values())))
+    body = post_json(url, build_request(features, request_format), timeout)
+    try:
+        return parse_response(body, num_rows)
+    except ServingError as e:
+        raise ServingError("%s: %s" % (url, e))
+
+
+# -- what the outputs mean, per kind of task --------------------------------------
+
+def classification_results(outputs, config):
+    """[(record for JSON, TSV fields)] per row of a classifier's outputs.
+
+    Single-label: the predicted label (from label_ids) and every label's
+    probability; multi-label: every label whose probability reaches the export's
+    threshold (from predicted_multi_hot when the server sends it).
+    """
+    labels = config["labels"]
+    if "probabilities" not in outputs:
+        raise ServingError("the response has no 'probabilities' (outputs: %s)"
+                           % ", ".join(sorted(outputs)))
+    results = []
+    for row, probabilities in enumerate(outputs["probabilities"]):
+        if not isinstance(probabilities, list) or len(probabilities) != len(labels):
+            raise ServingError("row %d has %s probabilities for the %d labels of "
+                               "serving_config.json (is the URL serving this export?)"
+                               % (row, len(probabilities) if isinstance(probabilities, list)
+                                  else "no list of", len(labels)))
+        by_label = dict(zip(labels, probabilities))
+        if config["multi_label"]:
+            hot = outputs.get("predicted_multi_hot")
+            on = (hot[row] if hot is not None else
+                  [p >= config["multi_label_threshold"] for p in probabilities])
+            chosen = [label for label, flag in zip(labels, on) if flag]
+            record = {"labels": chosen, "probabilities": by_label}
+            first = "|".join(chosen)
+        else:
+            label_id = (outputs["label_ids"][row] if "label_ids" in outputs
+                        else max(range(len(labels)), key=probabilities.__getitem__))
+            if not isinstance(label_id, int) or not 0 <= label_id < len(labels):
+                raise ServingError("row %d: label id %r is not one of the %d labels of "
+                                   "serving_config.json" % (row, label_id, len(labels)))
+            record = {"label": labels[label_id], "probabilities": by_label}
+            first = labels[label_id]
+        results.append((record, [first] + ["%.6f" % p for p in probabilities]))
+    return results
+
+
+# Another kind of export (token classification, say) is one more function here:
+# outputs (name -> per-row values) and the serving config -> [(record, TSV fields)].
+TASKS = {"classification": classification_results}
+
+
+def format_line(pair, result, output_format):
+    """One output line (no newline) for an input pair and its (record, TSV fields)."""
+    record, fields = result
+    if output_format == "tsv":
+        # A tab or newline inside a label would break the columns.
+        return "\t".join(" ".join(field.split()) for field in fields)
+    text_a, text_b = pair
+    head = {"text": text_a} if text_b is None else {"text": text_a, "text_b": text_b}
+    return json.dumps(dict(head, **record), ensure_ascii=False)
+
+
+# -- the command ------------------------------------------------------------------
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse reporting a bad command line as the toolkit's one 'error:' line."""
+
+    def error(self, message):
+        raise InputError(message)
+
+
+def make_parser():
+    parser = _ArgumentParser(description=__doc__.split("\n\n")[0],
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("texts", nargs="*", help="Texts to predict on (default: read "
+                        "--input_file or standard input). Pairs: 'a<TAB>b' or --text_b.")
+    parser.add_argument("--url", required=True,
+                        help="The model's REST address, e.g. "
+                             "http://127.0.0.1:8501/v1/models/sentiment[/versions/N].")
+    parser.add_argument("--export_dir", help="The exported model: its base path "
+                        "(output_dir/serving) or one version folder; its assets.extra/ "
+                        "supplies the vocab and tokenizer settings.")
+    parser.add_argument("--vocab_file", help="vocab.txt (instead of the export's).")
+    parser.add_argument("--serving_config", help="serving_config.json (instead of the "
+                        "export's).")
+    parser.add_argument("--input_file", help="One text (pairs: two, tab-separated) per "
+                        "line; '-' is standard input.")
+    parser.add_argument("--text_b", action="append", default=[],
+                        help="The second text of a pair, once per positional text.")
+    parser.add_argument("--batch_size", type=int, default=32, help="Texts per request.")
+    parser.add_argument("--output_format", choices=("tsv", "jsonl"), default="tsv",
+                        help="tsv: label, then one probability per label; jsonl: one JSON "
+                             "object per input with its text(s).")
+    parser.add_argument("--request_format", choices=("row", "columnar"), default="row",
+                        help="TensorFlow Serving's 'instances' (row) or 'inputs' "
+                             "(columnar) request body.")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="Seconds to wait for each answer.")
+    return parser
+
+
+def input_pairs(args, config, stdin):
+    """The (text_a, text_b) inputs the command line asks for, lazily for files."""
+    if args.texts and args.input_file:
+        raise InputError("give texts as arguments or --input_file, not both")
+    if args.text_b and not args.texts:
+        raise InputError("--text_b needs the first texts as positional arguments")
+    if args.texts:
+        return pairs_from_arguments(args.texts, args.text_b, config["sentence_pairs"])
+    if args.input_file and args.input_file != "-":
+        try:
+            stream = open(args.input_file, encoding="utf-8")
+        except OSError as e:
+            raise InputError("--input_file=%s: cannot read it (%s)"
+                             % (args.input_file, e.strerror or e))
+        return pairs_from_lines(stream, args.input_file, config["sentence_pairs"])
+    return pairs_from_lines(stdin, "standard input", config["sentence_pairs"])
+
+
+def run(argv, stdin, stdout):
+    """The command: parses argv, predicts, writes one line per input to stdout."""
+    args = make_parser().parse_args(argv)
+    if args.batch_size < 1:
+        raise InputError("--batch_size must be >= 1, got %d" % args.batch_size)
+    if args.timeout <= 0:
+        raise InputError("--timeout must be > 0, got %g" % args.timeout)
+    url = predict_url(args.url)
+    vocab_file, config_file = resolve_assets(args.export_dir, args.vocab_file,
+                                             args.serving_config)
+    config = load_serving_config(config_file)
+    tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
+    interpret = TASKS[config["task"]]
+    for batch in batches(input_pairs(args, config, stdin), args.batch_size):
+        features = encode(tokenizer, batch, config["max_seq_length"])
+        outputs = predict(url, features, args.request_format, args.timeout)
+        try:
+            results = interpret(outputs, config)
+        except ServingError as e:
+            raise ServingError("%s: %s" % (url, e))
+        for pair, result in zip(batch, results):
+            stdout.write(format_line(pair, result, args.output_format) + "\n")
+        stdout.flush()  # answers appear as they come, also through a pipe
+
+
+def main(argv=None):
+    try:
+        run(sys.argv[1:] if argv is None else argv, sys.stdin, sys.stdout)
+    except (InputError, ServingError) as e:
+        sys.stdout.flush()
+        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
+        sys.exit(1)
+    except BrokenPipeError:
+        # The reader (head, say) has had enough; that is not a failure. Point
+        # stdout at /dev/null so the interpreter's final flush does not fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

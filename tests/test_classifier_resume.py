@@ -1,0 +1,225 @@
+"""Re-running the same command after an interruption resumes from the last checkpoint.
+
+The end-to-end test SIGKILLs a real training run of run_custom_classifier.py
+once it has saved a checkpoint past step 0, re-runs the identical command and
+checks that it resumes (log line, exact planned final step, cached TFRecord
+reused untouched) and that a third run trains nothing. The in-process tests
+pin the two pieces resuming relies on: the input stream a resumed run skips
+into, and how many batches a checkpoint says were consumed.
+"""
+
+import glob
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import distribution
+import fine_tuning
+import input_pipeline
+import tiny
+
+tf1 = tf.compat.v1
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BATCH = 4
+NUM_EXAMPLES = 300
+SAVE_EVERY = 25
+
+
+def _env():
+    env = dict(os.environ)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    return env
+
+
+def _command(model, data_dir, output_dir, epochs):
+    return [sys.executable, "run_custom_classifier.py", "--task_name=custom",
+            "--data_dir=%s" % data_dir, "--text_a_column=sentence", "--label_column=label",
+            "--vocab_file=%s" % model["vocab_file"],
+            "--bert_config_file=%s" % model["bert_config_file"],
+            "--init_checkpoint=%s" % model["init_checkpoint"],
+            "--output_dir=%s" % output_dir, "--do_train", "--max_seq_length=16",
+            "--train_batch_size=%d" % BATCH, "--num_train_epochs=%d" % epochs,
+            "--save_checkpoints_steps=%d" % SAVE_EVERY, "--log_every_n_steps=1000"]
+
+
+def _latest_step(output_dir):
+    """(checkpoint prefix, global_step) of the latest checkpoint, or (None, None)."""
+    latest = tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    if latest is None:
+        return None, None
+    return latest, int(tf.train.load_checkpoint(latest).get_tensor("global_step"))
+
+
+def _recorded_step(output_dir):
+    """The step of the newest checkpoint that is complete: model.ckpt-N.index is
+    written first, the `checkpoint` file naming it (atomically) after; -1 if none."""
+    try:
+        with open(os.path.join(output_dir, "checkpoint")) as f:
+            text = f.read()
+    except OSError:
+        return -1
+    match = re.search(r'^model_checkpoint_path: ".*model\.ckpt-(\d+)"', text, re.M)
+    if match is None or not glob.glob(os.path.join(
+            output_dir, "model.ckpt-%s.index" % match.group(1))):
+        return -1
+    return int(match.group(1))
+
+
+def _run(command):
+    return subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=600)
+
+
+def _start_and_kill(command, output_dir, planned_steps):
+    """Starts `command`, SIGKILLs it once a checkpoint past step 0 is complete
+    (its model.ckpt-N.index exists and the `checkpoint` file names it).
+
+    Returns the step of the latest checkpoint after the kill, or None if the run
+    got to the end (or past its last checkpoint) before it could be killed.
+    """
+    log_path = output_dir + ".log"  # a file, not a pipe: a full pipe would stall the run
+    log = open(log_path, "w")
+    process = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
+                               stderr=log)
+    try:
+        deadline = time.time() + 300
+        while process.poll() is None and time.time() < deadline:
+            if _recorded_step(output_dir) > 0:
+                break
+            time.sleep(0.02)
+        if process.poll() is not None:
+            log.flush()
+            with open(log_path) as f:
+                assert process.returncode == 0, f.read()[-3000:]
+            return None  # finished before we could interrupt it
+        process.kill()  # SIGKILL: no handler, no clean-up, like a lost machine
+        process.wait(timeout=60)
+        if process.returncode == 0:
+            return None  # it finished just before the signal
+        assert process.returncode == -9, process.returncode
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log.close()
+    _, step = _latest_step(output_dir)
+    if step is None or not 0 < step < planned_steps:
+        return None
+    return step
+
+
+def test_rerun_after_sigkill_resumes_to_the_planned_step_then_has_nothing_to_train(tmp_path):
+    model = tiny.write_tiny_model(str(tmp_path / "model"))
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    tiny.write_sentiment_csv(str(data_dir / "train.csv"), NUM_EXAMPLES, seed=5)
+
+    epochs = 20  # 1500 optimizer steps: ~8 s on the tiny model
+    for attempt in range(4):
+        planned = -(-NUM_EXAMPLES * epochs // BATCH)
+        output_dir = str(tmp_path / ("out%d" % attempt))
+        command = _command(model, str(data_dir), output_dir, epochs)
+        killed_at = _start_and_kill(command, output_dir, planned)
+        if killed_at is not None:
+            break
+        epochs *= 4  # this machine outran the poll: give it more to do
+    else:
+        pytest.fail("training always finished before it could be interrupted")
+
+    records = glob.glob(os.path.join(output_dir, "train-*.tf_record"))
+    assert len(records) == 1, os.listdir(output_dir)
+    record = records[0]
+    record_mtime = os.stat(record).st_mtime_ns
+    killed_checkpoint, _ = _latest_step(output_dir)
+
+    second = _run(command)
+    assert second.returncode == 0, second.stderr[-3000:]
+    log = second.stderr
+    assert "resuming from %s (step %d of %d)" % (killed_checkpoint, killed_at, planned) in log
+    # One replica, no accumulation: one input batch per optimizer step.
+    assert "after the %d input batches already trained on" % killed_at in log
+    assert "= %d optimizer steps" % planned in log
+    assert "train: %d examples in %s" % (NUM_EXAMPLES, record) in log
+    final, step = _latest_step(output_dir)
+    assert step == planned
+    assert final.endswith("model.ckpt-%d" % planned)
+    # The cached features were reused, not rewritten.
+    assert glob.glob(os.path.join(output_dir, "train-*.tf_record")) == [record]
+    assert os.stat(record).st_mtime_ns == record_mtime
+    assert not glob.glob(os.path.join(output_dir, "*.partial"))
+
+    checkpoints = sorted(glob.glob(os.path.join(output_dir, "model.ckpt-*")))
+    third = _run(command)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert ("output_dir already holds step %d of %d: nothing to train" % (planned, planned)
+            in third.stderr)
+    assert "resuming from" not in third.stderr
+    assert _latest_step(output_dir) == (final, planned)
+    assert sorted(glob.glob(os.path.join(output_dir, "model.ckpt-*"))) == checkpoints
+    assert os.stat(record).st_mtime_ns == record_mtime
+
+
+def _write_records(path, count):
+    input_pipeline.write_tfrecord(path, ({"x": np.array([i])} for i in range(count)))
+
+
+def _batches(path, skip_batches, count, batch_size=3, graph_seed=7):
+    """The first `count` training batches of make_input_fn in a fresh graph."""
+    spec = input_pipeline.fixed_length_spec({"x": 1})
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(graph_seed)  # as the Estimator does with tf_random_seed
+        dataset = input_pipeline.make_input_fn(path, spec, batch_size, True, seed=11,
+                                               skip_batches=skip_batches)()
+        batch = tf1.data.make_one_shot_iterator(dataset).get_next()
+        with tf1.Session(graph=graph) as session:
+            return [session.run(batch)["x"].reshape(-1).tolist() for _ in range(count)]
+
+
+def test_resumed_input_stream_continues_where_the_interrupted_one_stopped(tmp_path):
+    path = str(tmp_path / "train.tf_record")
+    _write_records(path, 10)
+    whole = _batches(path, 0, 12)  # 36 examples: more than 3 epochs of 10
+    assert _batches(path, 0, 12) == whole  # the shuffled stream is the same every run
+    assert _batches(path, 5, 7) == whole[5:]
+    # Each epoch is a permutation of the data, reshuffled from one epoch to the next.
+    flat = [x for batch in whole for x in batch]
+    assert sorted(flat[:10]) == list(range(10)) and sorted(flat[10:20]) == list(range(10))
+    assert flat[:10] != flat[10:20]
+
+
+def _write_training_checkpoint(directory, global_step, accum_counter=None):
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.Variable(global_step, dtype=tf.int64, name="global_step")
+        if accum_counter is not None:
+            tf1.Variable(accum_counter, dtype=tf.int64, name="accum_counter")
+        with tf1.Session(graph=graph) as session:
+            session.run(tf1.global_variables_initializer())
+            tf1.train.Saver().save(session, os.path.join(directory, "model.ckpt"),
+                                   global_step=global_step, write_meta_graph=False)
+
+
+@pytest.mark.parametrize("replicas,accumulation,counter,expected", [
+    (1, 1, None, 6), (2, 1, 0, 12), (2, 3, 2, (6 * 3 + 2) * 2), (1, 4, 1, 25)])
+def test_trained_batches_counts_every_replica_and_micro_batch(tmp_path, replicas,
+                                                              accumulation, counter,
+                                                              expected):
+    _write_training_checkpoint(str(tmp_path), 6, counter)
+    plan = distribution.plan_training(1000, 1.0, 4, replicas, accumulation, 0.1)
+    checkpoint, step, batches = fine_tuning.trained_batches(str(tmp_path), plan)
+    assert checkpoint == os.path.join(str(tmp_path), "model.ckpt-6")
+    assert (step, batches) == (6, expected)
+
+
+def test_trained_batches_without_a_checkpoint(tmp_path):
+    plan = distribution.plan_training(10, 1.0, 4, 1, 1, 0.1)
+    assert fine_tuning.trained_batches(str(tmp_path / "absent"), plan) == (None, 0, 0)
+    assert fine_tuning.trained_batches(str(tmp_path), plan) == (None, 0, 0)

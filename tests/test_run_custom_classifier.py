@@ -1,0 +1,157 @@
+"""run_custom_classifier.py end to end, as a user runs it (a subprocess per command)."""
+
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tokenization
+from tiny import write_sentiment_csv, write_tiny_model
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_classifier(*args, check=True):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "run_custom_classifier.py"] + list(args),
+                            cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True)
+    if check and result.returncode != 0:
+        raise AssertionError("exit %d:\n%s" % (result.returncode, result.stderr[-3000:]))
+    return result
+
+
+def tiny_args(model, data_dir, output_dir, *extra):
+    return ["--task_name=custom", "--data_dir=%s" % data_dir,
+            "--text_a_column=sentence", "--label_column=label",
+            "--vocab_file=%s" % model["vocab_file"],
+            "--bert_config_file=%s" % model["bert_config_file"],
+            "--init_checkpoint=%s" % model["init_checkpoint"],
+            "--output_dir=%s" % output_dir, "--max_seq_length=16",
+            "--learning_rate=1e-3", "--log_every_n_steps=4"] + list(extra)
+
+
+@pytest.fixture(scope="module")
+def tiny_task(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_task")
+    model = write_tiny_model(str(root / "model"), with_classifier_labels=2)
+    data_dir = root / "data"
+    data_dir.mkdir()
+    write_sentiment_csv(str(data_dir / "train.csv"), 64, seed=1)
+    write_sentiment_csv(str(data_dir / "dev.csv"), 24, seed=2)
+    write_sentiment_csv(str(data_dir / "test.csv"), 10, seed=3)
+    return model, str(data_dir), root
+
+
+def final_step(output_dir):
+    checkpoint = tf.train.latest_checkpoint(output_dir)
+    return int(tf.train.load_checkpoint(checkpoint).get_tensor("global_step"))
+
+
+def test_one_and_two_cpu_replicas_train_alike_at_the_same_global_batch(tiny_task):
+    model, data_dir, root = tiny_task
+    results = {}
+    for replicas, per_replica_batch in ((1, 8), (2, 4)):
+        output_dir = str(root / ("replicas%d" % replicas))
+        result = run_classifier(*tiny_args(
+            model, data_dir, output_dir, "--do_train", "--do_eval",
+            "--num_train_epochs=8", "--learning_rate=3e-3",
+            "--train_batch_size=%d" % per_replica_batch, "--num_cpu_replicas=%d" % replicas))
+        assert "= global batch 8; 64 examples x 8 epochs = 64 optimizer steps" in result.stderr
+        with open(os.path.join(output_dir, "eval_results.json")) as f:
+            results[replicas] = json.load(f)
+        assert final_step(output_dir) == 64
+    assert results[1]["num_examples"] == results[2]["num_examples"] == 24
+    assert results[1]["accuracy"] > 0.8  # it learned, so the comparison means something
+    # Same start (the checkpoint holds the head too), same batches, no dropout:
+    # only the order of float additions differs.
+    np.testing.assert_allclose(results[2]["eval_loss"], results[1]["eval_loss"], rtol=2e-3)
+
+
+def test_exported_saved_model_matches_estimator_predict(tiny_task):
+    model, data_dir, root = tiny_task
+    output_dir = str(root / "export")
+    run_classifier(*tiny_args(model, data_dir, output_dir, "--do_train", "--do_predict",
+                              "--save_for_serving", "--num_train_epochs=1",
+                              "--train_batch_size=8"))
+    with open(os.path.join(output_dir, "test_results.tsv")) as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == ["id", "prediction", "probability[0]", "probability[1]"]
+    estimator_probabilities = np.array([[float(p) for p in row[2:]] for row in rows[1:]])
+    assert estimator_probabilities.shape == (10, 2)
+
+    (export_dir,) = glob.glob(os.path.join(output_dir, "serving", "*"))
+    assert os.path.basename(export_dir).isdigit()  # TF Serving needs an integer version
+    extra = os.path.join(export_dir, "assets.extra")
+    with open(os.path.join(extra, "serving_config.json")) as f:
+        serving_config = json.load(f)
+    assert serving_config["labels"] == ["0", "1"] and serving_config["max_seq_length"] == 16
+
+    with open(os.path.join(data_dir, "test.csv")) as f:
+        sentences = [row["sentence"] for row in csv.DictReader(f)]
+    tokenizer = tokenization.FullTokenizer(os.path.join(extra, "vocab.txt"),
+                                           serving_config["do_lower_case"])
+    ids, mask, segments = tokenizer.encode_pairs(sentences, None, 16)
+    loaded = tf.saved_model.load(export_dir)
+    outputs = loaded.signatures["serving_default"](
+        input_ids=tf.constant(ids), input_mask=tf.constant(mask),
+        segment_ids=tf.constant(segments))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), estimator_probabilities,
+                               atol=2e-6)
+    assert [row[1] for row in rows[1:]] == [
+        serving_config["labels"][i] for i in outputs["label_ids"].numpy()]
+
+
+def test_multi_label_jsonl_trains_and_reports_micro_f1(tmp_path):
+    model = write_tiny_model(str(tmp_path / "model"))
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    rng = np.random.RandomState(0)
+    for split, count in (("train", 48), ("dev", 16), ("test", 4)):
+        with open(str(data_dir / ("%s.jsonl" % split)), "w") as f:
+            for i in range(count):
+                words = list(rng.choice(["good", "bad", "music", "plot", "the", "a"], 4))
+                tags = sorted({"praise" if "good" in words else None,
+                               "music" if "music" in words else None} - {None})
+                f.write(json.dumps({"text": " ".join(words), "tags": "|".join(tags)}) + "\n")
+    output_dir = str(tmp_path / "out")
+    run_classifier("--task_name=custom", "--data_dir=%s" % data_dir, "--text_a_column=text",
+                   "--label_column=tags", "--multi_label", "--labels=music,praise",
+                   "--vocab_file=%s" % model["vocab_file"],
+                   "--bert_config_file=%s" % model["bert_config_file"],
+                   "--init_checkpoint=%s" % model["init_checkpoint"],
+                   "--output_dir=%s" % output_dir, "--max_seq_length=12",
+                   "--learning_rate=3e-3", "--num_train_epochs=6", "--train_batch_size=8",
+                   "--do_train", "--do_eval", "--do_predict")
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        report = json.load(f)
+    assert set(report) >= {"micro_f1", "macro_f1", "f1[music]", "f1[praise]", "eval_loss"}
+    assert report["micro_f1"] > 0.5
+    with open(os.path.join(output_dir, "test_results.tsv")) as f:
+        header = f.readline().rstrip("\n").split("\t")
+        assert header == ["id", "prediction", "probability[music]", "probability[praise]"]
+        assert len(f.readlines()) == 4
+
+
+@pytest.mark.slow
+def test_quickstart_pipeline_on_real_sentences_beats_chance(tmp_path):
+    """scripts/quickstart.sh itself, on 1,500 of the real sentences for one epoch."""
+    env = dict(os.environ, SKIP_SETUP="1", PYTHON=sys.executable, LIMIT="1500", EPOCHS="1",
+               RUN_DIR=str(tmp_path / "run"), MODEL_DIR=str(tmp_path / "model"))
+    result = subprocess.run(["bash", "scripts/quickstart.sh"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True)
+    assert result.returncode == 0, result.stdout[-3000:]
+    with open(str(tmp_path / "run" / "classifier" / "eval_results.json")) as f:
+        report = json.load(f)
+    assert report["num_examples"] == 300
+    assert report["accuracy"] > 0.65, report
+    # The raw sentences got a prediction each, and the export is where it says.
+    assert "predictions for raw sentences" in result.stdout
+    assert glob.glob(str(tmp_path / "run" / "classifier" / "serving" / "*" / "saved_model.pb"))

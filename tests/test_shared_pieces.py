@@ -1,0 +1,150 @@
+"""metrics, distribution and input_pipeline: the pieces every script shares."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import distribution
+import input_pipeline
+import metrics
+from errors import InputError
+from tiny import cpu_session, cpu_strategy
+
+tf1 = tf.compat.v1
+
+
+def test_classification_report_binary_by_hand():
+    # rows true, columns predicted; labels (neg, pos): 40 TN, 10 FP, 5 FN, 45 TP
+    report = metrics.classification_report([[40, 10], [5, 45]], ["neg", "pos"])
+    assert report["accuracy"] == pytest.approx(0.85)
+    assert report["precision"] == pytest.approx(45 / 55)
+    assert report["recall"] == pytest.approx(45 / 50)
+    assert report["f1"] == pytest.approx(2 * (45 / 55) * 0.9 / (45 / 55 + 0.9))
+    mcc = (45 * 40 - 10 * 5) / np.sqrt(55 * 50 * 50 * 45)
+    assert report["matthews_corrcoef"] == pytest.approx(mcc)
+    assert report["num_examples"] == 100
+    assert report["macro_f1"] == pytest.approx((report["f1[neg]"] + report["f1[pos]"]) / 2)
+
+
+def test_matthews_is_zero_when_one_class_is_always_predicted():
+    assert metrics.matthews_correlation([[0, 10], [0, 20]]) == 0.0
+    assert metrics.matthews_correlation([[3, 0, 0], [0, 4, 0], [0, 0, 5]]) == pytest.approx(1)
+
+
+def test_multi_label_report_micro_and_macro():
+    # per label: tp, fp, fn
+    report = metrics.multi_label_report([[8, 2, 0], [1, 0, 3]], ["a", "b"])
+    assert report["micro_precision"] == pytest.approx(9 / 11)
+    assert report["micro_recall"] == pytest.approx(9 / 12)
+    assert report["f1[b]"] == pytest.approx(2 * 1.0 * 0.25 / 1.25)
+
+
+def test_streamed_confusion_matrix_merges_replicas_exactly():
+    """Counts summed over two CPU replicas equal the counts of the whole batch."""
+    labels = np.array([0, 1, 2, 1, 0, 2, 2, 1])
+    predicted = np.array([0, 2, 2, 1, 1, 2, 0, 1])
+    graph = tf.Graph()
+    with graph.as_default():
+        strategy = cpu_strategy(2)
+
+        def replica_fn():
+            start = tf.distribute.get_replica_context().replica_id_in_sync_group * 4
+            return metrics.confusion_matrix_metric(
+                tf.constant(labels)[start:start + 4], tf.constant(predicted)[start:start + 4],
+                num_labels=3)
+
+        with strategy.scope():
+            value, update = strategy.extended.call_for_each_replica(replica_fn)
+            update = strategy.group(update)
+        init = tf1.local_variables_initializer()
+    with cpu_session(graph) as sess:
+        sess.run(init)
+        sess.run(update)
+        sess.run(update)
+        got = sess.run(strategy.experimental_local_results(value)[0])
+    expected = 2 * np.array([[1, 1, 0], [0, 2, 1], [1, 0, 2]])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_plan_counts_optimizer_steps_from_the_global_batch():
+    one = distribution.plan_training(3200, 3, 32, 1, 1, 0.1)
+    four = distribution.plan_training(3200, 3, 32, 4, 1, 0.1)
+    accumulated = distribution.plan_training(3200, 3, 32, 2, 2, 0.1)
+    assert (one.num_train_steps, one.num_warmup_steps) == (300, 30)
+    assert four.global_batch_size == 128 and four.num_train_steps == 75
+    assert accumulated.global_batch_size == 128 and accumulated.num_train_steps == 75
+    assert "= global batch 128; 3200 examples x 3 epochs = 75 optimizer steps" in \
+        distribution.describe_plan(accumulated)
+
+
+def test_devices_and_their_errors():
+    assert distribution.replica_devices(False, 1, 2) == ["/cpu:0", "/cpu:1"]
+    with pytest.raises(InputError, match="--num_gpu_cores=2 but 0 GPU"):
+        distribution.replica_devices(True, 2, 1)
+    with pytest.raises(InputError, match="--num_cpu_replicas must be >= 1"):
+        distribution.replica_devices(False, 1, 0)
+    assert distribution.make_strategy(["/cpu:0"]) is None
+    config = distribution.make_session_config(["/cpu:0", "/cpu:1"], use_xla=True)
+    assert config.device_count["CPU"] == 2
+    assert config.graph_options.optimizer_options.global_jit_level == \
+        tf1.OptimizerOptions.ON_1
+
+
+def test_precision_resolution():
+    assert distribution.resolve_precision("fp32", use_fp16=True) == "fp16"
+    assert distribution.resolve_precision("bf16") == "bf16"
+    auto = distribution.resolve_precision("auto")
+    assert auto == ("bf16" if distribution.cpu_supports_bf16() else "fp32")
+    with pytest.raises(InputError, match="--use_fp16 contradicts --precision=bf16"):
+        distribution.resolve_precision("bf16", use_fp16=True)
+
+
+def test_tfrecord_cache_reuses_until_the_key_changes(tmp_path):
+    calls = []
+
+    def rows():
+        calls.append(1)
+        for i in range(5):
+            yield {"input_ids": [i, i + 1, 0], "label_ids": i % 2}
+
+    key = {"examples": "abc", "max_seq_length": 3}
+    path, count = input_pipeline.cached_tfrecord(str(tmp_path), "train", key, rows)
+    again, count_again = input_pipeline.cached_tfrecord(str(tmp_path), "train", key, rows)
+    assert (again, count_again, count, len(calls)) == (path, 5, 5, 1)
+    other, _ = input_pipeline.cached_tfrecord(str(tmp_path), "train",
+                                              dict(key, max_seq_length=4), rows)
+    assert other != path and len(calls) == 2
+    assert not [n for n in os.listdir(str(tmp_path)) if n.endswith(".partial")]
+
+    spec = input_pipeline.fixed_length_spec({"input_ids": 3, "label_ids": 1})
+    dataset = input_pipeline.make_input_fn(path, spec, batch_size=2, is_training=False)()
+    batches = list(dataset.as_numpy_iterator())
+    assert [b["input_ids"].shape for b in batches] == [(2, 3), (2, 3), (1, 3)]
+    assert batches[0]["input_ids"].dtype == np.int32
+    np.testing.assert_array_equal(batches[2]["input_ids"], [[4, 5, 0]])
+
+
+def test_interrupted_write_leaves_no_file(tmp_path):
+    def broken_rows():
+        yield {"input_ids": [1]}
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        input_pipeline.cached_tfrecord(str(tmp_path), "train", {"k": 1}, broken_rows)
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_eval_input_is_padded_to_full_batches_on_every_replica(tmp_path):
+    rows = ({"input_ids": [i, i], "label_ids": 1} for i in range(1, 6))
+    path, count = input_pipeline.cached_tfrecord(str(tmp_path), "eval", {"k": 2},
+                                                 lambda: rows)
+    spec = input_pipeline.fixed_length_spec({"input_ids": 2, "label_ids": 1})
+    batches = list(input_pipeline.make_eval_input_fn(
+        path, spec, batch_size=2, num_records=count, num_replicas=2)().as_numpy_iterator())
+    # 5 records + 3 padding = 2 steps of 2 replicas x 2 examples.
+    assert [len(b["is_real_example"]) for b in batches] == [2, 2, 2, 2]
+    weights = np.concatenate([b["is_real_example"] for b in batches])
+    np.testing.assert_array_equal(weights, [1, 1, 1, 1, 1, 0, 0, 0])
+    np.testing.assert_array_equal(batches[-1]["input_ids"], [[0, 0], [0, 0]])
