@@ -113,7 +113,6 @@ imported before `get_processor` is called::
 import codecs
 import csv
 import dataclasses
-import hashlib
 import inspect
 import json
 import os
@@ -126,8 +125,6 @@ import errors
 # more than one line of raw text at a time, and csv's default limit of 128K
 # characters per field would reject long documents.
 _FIELD_SIZE_LIMIT = 2 ** 31 - 1
-# Files up to this size are hashed by content in `input_fingerprint`.
-_HASH_CONTENT_LIMIT = 1 << 20
 _SHOWN_LABELS = 20
 _SHOWN_VALUE_CHARS = 60
 
@@ -295,36 +292,6 @@ def _explain_csv_error(error, quotechar):
         return ("malformed quoting: a closing %s must be followed by the delimiter "
                 "(write %s%s for a literal quote)" % (quotechar, quotechar, quotechar))
     return "malformed record: %s" % message
-
-
-def input_fingerprint(paths):
-    """A hex digest that changes when any of the files change.
-
-    Covers each file's absolute path, size and modification time (ns), plus a
-    SHA-1 of the contents for files up to 1 MiB, where a rewrite within one
-    mtime tick is likeliest to go unseen. A missing or unreadable file is part
-    of the fingerprint too, so its appearance also changes it. Meant as part
-    of the key of cached TFRecords.
-    """
-    if isinstance(paths, (str, bytes, os.PathLike)):
-        paths = [paths]
-    digest = hashlib.sha1()
-    for path in paths:
-        path = os.path.abspath(os.fsdecode(path))
-        digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
-        try:
-            stat = os.stat(path)
-        except OSError as e:
-            digest.update(("absent:%s\n" % e.errno).encode("ascii"))
-            continue
-        digest.update(("%d:%d\n" % (stat.st_size, stat.st_mtime_ns)).encode("ascii"))
-        if stat.st_size <= _HASH_CONTENT_LIMIT:
-            try:
-                with open(path, "rb") as handle:
-                    digest.update(hashlib.sha1(handle.read()).digest())
-            except OSError as e:
-                digest.update(("unreadable:%s\n" % e.errno).encode("ascii"))
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------
@@ -576,18 +543,6 @@ class DataProcessor:
         """The list of labels; their order fixes the class ids."""
         raise NotImplementedError()
 
-    def data_files(self, data_dir, split):
-        """The files that `split` ("train", "dev", "test") reads, or None if not known.
-
-        Lets callers fingerprint the inputs (see `input_fingerprint`) to know
-        when cached features are stale; None means: do not cache.
-        """
-        return None
-
-    def config(self):
-        """The options that shape the examples, for cache keys and logs."""
-        return {}
-
     @classmethod
     def _read_tsv(cls, input_file, quotechar=None):
         """All records of a TSV file as lists of fields, for ported processors."""
@@ -673,11 +628,6 @@ class _GlueProcessor(DataProcessor):
     def get_labels(self, data_dir=None):
         return list(self.LABELS)
 
-    def data_files(self, data_dir, split):
-        if split not in self.FILES:
-            return None
-        return [os.path.join(data_dir, self.FILES[split])]
-
     def _column(self, spec, has_header):
         name, position = spec
         if not has_header:
@@ -746,11 +696,6 @@ class MnliMismatchedProcessor(MnliProcessor):
     def get_test_examples(self, data_dir):
         return self.get_test_mismatched_examples(data_dir)
 
-    def data_files(self, data_dir, split):
-        if split in ("dev", "test"):
-            split += "_mismatched"
-        return super().data_files(data_dir, split)
-
 
 @register_processor("mrpc")
 class MrpcProcessor(_GlueProcessor):
@@ -813,14 +758,6 @@ class XnliProcessor(_GlueProcessor):
         if not language:
             raise errors.InputError("--language must not be empty (e.g. zh, de, fr)")
         self.language = language
-
-    def config(self):
-        return {"language": self.language}
-
-    def data_files(self, data_dir, split):
-        if split == "train":
-            return [self._train_path(data_dir)]
-        return super().data_files(data_dir, split)
 
     def _train_path(self, data_dir):
         return os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language)
@@ -910,18 +847,6 @@ class CustomProcessor(DataProcessor):
         self._separator = label_separator
         self._encoding = _check_encoding(encoding)
 
-    def config(self):
-        return {"text_a_column": self._column_values["text_a"][0],
-                "text_b_column": self._column_values["text_b"][0],
-                "label_column": self._column_values["label"][0],
-                "id_column": self._column_values["id"][0],
-                "train_file": self._files["train"], "dev_file": self._files["dev"],
-                "test_file": self._files["test"], "file_format": self._format,
-                "has_header": self._has_header,
-                "labels": ",".join(self._explicit_labels) if self._explicit_labels else None,
-                "multi_label": self.is_multi_label, "label_separator": self._separator,
-                "encoding": self._encoding}
-
     def get_train_examples(self, data_dir):
         path = self._path(data_dir, "train")
         if self._explicit_labels is not None:
@@ -950,11 +875,6 @@ class CustomProcessor(DataProcessor):
         get_train_examples has already done it.
         """
         return list(self._label_set(data_dir)[0])
-
-    def data_files(self, data_dir, split):
-        if split not in self._files:
-            return None
-        return [self._path(data_dir, split)]
 
     def _label_set(self, data_dir):
         """(labels, phrase saying where they come from) for messages."""

@@ -13,12 +13,29 @@ import os
 import tensorflow as tf
 
 import distribution
+import input_pipeline
 import modeling
 import tokenization
 import training
 from errors import InputError
 
 tf1 = tf.compat.v1
+
+FineTuningTask = collections.namedtuple("FineTuningTask", [
+    "name", "label_list", "examples", "head_variable_shapes", "examples_digest",
+    "feature_rows", "feature_spec", "head_fn", "eval_report", "eval_summary_keys",
+    "prediction_file", "prediction_lines", "serving_config"])
+"""What one fine-tuning script contributes; `run_task` does the rest.
+
+examples: split ("train", "eval", "predict") -> list, read and validated.
+head_variable_shapes: name -> shape of the head's variables (resume checks).
+examples_digest(examples) -> str; feature_rows(examples) -> list of feature dicts;
+feature_spec: name -> tf.io.FixedLenFeature; head_fn: see training.Head.
+eval_report(Estimator.evaluate results) -> flat dict; eval_summary_keys: the
+report entries logged. prediction_lines(examples, predictions) -> str lines
+written to output_dir/prediction_file. serving_config: settings for clients,
+exported beside the SavedModel.
+"""
 
 ModelInputs = collections.namedtuple("ModelInputs", [
     "bert_config", "tokenizer", "init_checkpoint"])
@@ -228,3 +245,102 @@ def export(estimator, flags_values, serving_config):
         {"vocab.txt": flags_values.vocab_file, "serving_config.json": settings_path})
     tf1.logging.info("exported SavedModel for TensorFlow Serving: %s", path)
     return path
+
+
+def run_task(flags_values, model_inputs, runtime, task):
+    """Checks, converts, trains, evaluates, predicts and exports, as the flags say.
+
+    Everything that can fail on user input runs before the first write to
+    output_dir: the trained model's presence, its labels and shapes, and the
+    conversion of every split to features (a cached split is not converted).
+    """
+    output_dir = flags_values.output_dir
+    if not flags_values.do_train:
+        require_trained_model(output_dir, "evaluation, prediction or export")
+    check_saved_labels(output_dir, task.label_list)
+    num_train = len(task.examples["train"]) if flags_values.do_train else 0
+    plan = distribution.plan_training(
+        num_train, flags_values.num_train_epochs, flags_values.train_batch_size,
+        len(runtime.devices), flags_values.gradient_accumulation_steps,
+        flags_values.warmup_proportion)
+    check_resumable(output_dir, dict(modeling.bert_variable_shapes(model_inputs.bert_config),
+                                     **task.head_variable_shapes),
+                    plan if flags_values.do_train else None)
+
+    cache_dir = flags_values.cache_dir or output_dir
+    vocab_digest = input_pipeline.input_fingerprint([flags_values.vocab_file])
+    converted = {}
+    for split, split_examples in task.examples.items():
+        key = {"task": task.name, "examples": task.examples_digest(split_examples),
+               "vocab": vocab_digest, "do_lower_case": flags_values.do_lower_case,
+               "max_seq_length": flags_values.max_seq_length, "labels": task.label_list}
+        path, count = input_pipeline.find_cached_tfrecord(cache_dir, split, key)
+        rows = None if count is not None else task.feature_rows(split_examples)
+        converted[split] = (key, rows)
+
+    # Nothing has been written so far; from here on output_dir is ours.
+    check_and_save_labels(output_dir, task.label_list)
+    records = {}
+    for split, (key, rows) in converted.items():
+        path, count = input_pipeline.cached_tfrecord(cache_dir, split, key, lambda: rows)
+        tf1.logging.info("%s: %d examples in %s", split, count, path)
+        records[split] = (path, count)
+    del converted
+
+    def input_fn(split, batch_size, skip_batches=0):
+        path, count = records[split]
+        if split == "eval":
+            return input_pipeline.make_eval_input_fn(path, task.feature_spec, batch_size,
+                                                     count, len(runtime.devices))
+        return input_pipeline.make_input_fn(path, task.feature_spec, batch_size,
+                                            split == "train", seed=flags_values.seed,
+                                            skip_batches=skip_batches)
+
+    model_fn = training.build_model_fn(
+        model_inputs.bert_config, task.head_fn, plan,
+        init_checkpoint=model_inputs.init_checkpoint,
+        learning_rate=flags_values.learning_rate, precision=runtime.precision,
+        inference_precision=runtime.inference_precision, optimizer=flags_values.optimizer,
+        weight_decay_rate=flags_values.weight_decay_rate,
+        log_every_n_steps=flags_values.log_every_n_steps, output_dir=output_dir)
+    estimator = make_estimator(flags_values, runtime, model_fn)
+    tf1.logging.info("devices %s, precision %s (inference %s)", ",".join(runtime.devices),
+                     runtime.precision, runtime.inference_precision)
+
+    if flags_values.do_train:
+        tf1.logging.info(distribution.describe_plan(plan))
+        train(estimator,
+              lambda skip_batches: input_fn("train", flags_values.train_batch_size,
+                                            skip_batches),
+              plan)
+    if flags_values.do_eval:
+        report = task.eval_report(estimator.evaluate(
+            input_fn("eval", flags_values.eval_batch_size)))
+        training.write_json_and_text(report, os.path.join(output_dir, "eval_results.json"),
+                                     os.path.join(output_dir, "eval_results.txt"))
+        tf1.logging.info("eval: %s", ", ".join("%s %.4f" % (k, report[k])
+                                               for k in task.eval_summary_keys if k in report))
+    if flags_values.do_predict:
+        predictions = estimator.predict(input_fn("predict", flags_values.predict_batch_size),
+                                        yield_single_examples=True)
+        out_path = os.path.join(output_dir, task.prediction_file)
+        lines = task.prediction_lines(task.examples["predict"], predictions)
+        training.write_text_atomically(out_path, "".join(line + "\n" for line in lines))
+        tf1.logging.info("predictions for %d examples written to %s",
+                         len(task.examples["predict"]), out_path)
+    if flags_values.save_for_serving:
+        export(estimator, flags_values, dict(
+            task.serving_config, do_lower_case=flags_values.do_lower_case,
+            max_seq_length=flags_values.max_seq_length, labels=task.label_list))
+
+
+def choose_label_list(output_dir, do_train, labels_from_data):
+    """The label list of the model in output_dir when not training, else the data's.
+
+    labels_from_data: a function returning the labels the data defines (only
+    called when needed, since it may read the training file).
+    """
+    saved = read_saved_labels(output_dir)
+    if saved is not None and not do_train:
+        return saved
+    return list(labels_from_data())

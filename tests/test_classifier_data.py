@@ -103,9 +103,6 @@ def test_mnli_matched_and_mismatched(tmp_path):
     mismatched = cd.get_processor("MNLI-MM")
     assert mismatched.get_dev_examples(data_dir)[0].text_a == "Mismatched p."
     assert mismatched.get_test_examples(data_dir)[0].text_a == "Test mm p."
-    assert mismatched.data_files(data_dir, "dev") == [
-        os.path.join(data_dir, "dev_mismatched.tsv")]
-    assert mnli.data_files(data_dir, "dev") == [os.path.join(data_dir, "dev_matched.tsv")]
 
 
 def test_mnli_falls_back_to_positions_when_header_lacks_names(tmp_path):
@@ -155,7 +152,6 @@ def test_xnli(tmp_path):
     data_dir = str(tmp_path)
 
     chinese = cd.get_processor("xnli")
-    assert chinese.config() == {"language": "zh"}
     assert chinese.get_labels() == ["contradiction", "entailment", "neutral"]
     assert as_tuples(chinese.get_train_examples(data_dir)) == [
         ("train-0", "他来了。", "他没来。", "contradiction"),
@@ -169,8 +165,6 @@ def test_xnli(tmp_path):
     assert german.get_train_examples(data_dir)[0].label == "entailment"
     assert as_tuples(german.get_dev_examples(data_dir)) == [
         ("dev-0", "Prämisse.", "Hypothese.", "neutral")]
-    assert german.data_files(data_dir, "train") == [
-        os.path.join(data_dir, "multinli", "multinli.train.de.tsv")]
 
     message = input_error(cd.get_processor("xnli", language="fr").get_dev_examples, data_dir)
     assert "xnli.dev.tsv" in message and "'fr'" not in message and "fr" in message
@@ -221,8 +215,6 @@ def test_rte_and_qnli(tmp_path, task, text_columns):
     assert processor.get_dev_examples(str(tmp_path))[0].text_b == "F."
     assert as_tuples(processor.get_test_examples(str(tmp_path))) == [
         ("test-0", "G.", "H.", None)]
-    assert processor.data_files(str(tmp_path), "train") == [
-        os.path.join(str(tmp_path), "train.tsv")]
 
 
 def test_glue_label_outside_the_task(tmp_path):
@@ -388,7 +380,6 @@ def test_custom_default_file_discovery(tmp_path):
                           data_dir)
     assert "--file_format" in message
     processor = custom(text_a_column="t", label_column="l", file_format="tsv")
-    assert processor.data_files(data_dir, "train") == [os.path.join(data_dir, "train.tsv")]
     assert len(processor.get_train_examples(data_dir)) == 1
 
 
@@ -409,13 +400,6 @@ def test_custom_test_file_needs_no_label_column(tmp_path):
         ("test-0", "hello", None, None)]
 
 
-def test_custom_config_lists_flags():
-    config = custom(text_a_column="t", label_column=0, labels="a,b").config()
-    assert config["text_a_column"] == "t" and config["label_column"] == 0
-    assert config["labels"] == "a,b" and config["has_header"] is True
-    assert set(config) == {"text_a_column", "text_b_column", "label_column", "id_column",
-                           "train_file", "dev_file", "test_file", "file_format", "has_header",
-                           "labels", "multi_label", "label_separator", "encoding"}
 
 
 def test_custom_latin1_encoding(tmp_path):
@@ -617,26 +601,6 @@ def test_read_delimited_quote_none_and_line_numbers(tmp_path):
     assert list(cd.read_delimited(path, "\t")) == [(1, ["a", '"b']), (3, ["c", 'd"'])]
 
 
-def test_input_fingerprint(tmp_path):
-    first = write(tmp_path, "a.tsv", "one\n")
-    second = write(tmp_path, "b.tsv", "two\n")
-    missing = os.path.join(str(tmp_path), "c.tsv")
-    base = cd.input_fingerprint([first, second, missing])
-    assert base == cd.input_fingerprint([first, second, missing])
-    assert base != cd.input_fingerprint([second, first, missing])
-    assert cd.input_fingerprint(first) == cd.input_fingerprint([first])
-
-    stat = os.stat(first)
-    write(tmp_path, "a.tsv", "won\n")  # same size; mtime put back below
-    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    changed = cd.input_fingerprint([first, second, missing])
-    assert changed != base
-    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10 ** 9))
-    assert cd.input_fingerprint([first, second, missing]) != changed
-    write(tmp_path, "c.tsv", "")
-    assert cd.input_fingerprint([first, second, missing]) not in (base, changed)
-
-
 @pytest.fixture
 def clean_registry():
     saved = dict(cd.PROCESSORS)
@@ -662,7 +626,6 @@ def test_register_processor(tmp_path, clean_registry):
     processor = cd.get_processor("SPAM")
     assert isinstance(processor, SpamProcessor)
     assert processor.get_labels() == ["ham", "spam"]
-    assert processor.data_files(str(tmp_path), "train") is None
     assert as_tuples(processor.get_train_examples(str(tmp_path))) == [
         ("train-0", "WIN NOW", None, "spam"), ("train-1", "see you", None, "ham")]
     assert "spam" in input_error(cd.get_processor, "nope")

@@ -148,3 +148,29 @@ def test_eval_input_is_padded_to_full_batches_on_every_replica(tmp_path):
     weights = np.concatenate([b["is_real_example"] for b in batches])
     np.testing.assert_array_equal(weights, [1, 1, 1, 1, 1, 0, 0, 0])
     np.testing.assert_array_equal(batches[-1]["input_ids"], [[0, 0], [0, 0]])
+
+
+def test_input_fingerprint(tmp_path):
+    def write(directory, name, text):
+        path = os.path.join(str(directory), name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    first = write(tmp_path, "a.tsv", "one\n")
+    second = write(tmp_path, "b.tsv", "two\n")
+    missing = os.path.join(str(tmp_path), "c.tsv")
+    base = input_pipeline.input_fingerprint([first, second, missing])
+    assert base == input_pipeline.input_fingerprint([first, second, missing])
+    assert base != input_pipeline.input_fingerprint([second, first, missing])
+    assert input_pipeline.input_fingerprint(first) == input_pipeline.input_fingerprint([first])
+
+    stat = os.stat(first)
+    write(tmp_path, "a.tsv", "won\n")  # same size; mtime put back below
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    changed = input_pipeline.input_fingerprint([first, second, missing])
+    assert changed != base
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10 ** 9))
+    assert input_pipeline.input_fingerprint([first, second, missing]) != changed
+    write(tmp_path, "c.tsv", "")
+    assert input_pipeline.input_fingerprint([first, second, missing]) not in (base, changed)
