@@ -136,7 +136,13 @@ def check_fine_tuning_flags():
 
 
 def quiet_logging():
-    """INFO logs once each, without TensorFlow's per-call deprecation notices."""
+    """INFO logs once each, without TensorFlow's per-call deprecation notices.
+
+    Does nothing for a script that has not imported TensorFlow: importing it
+    here would cost seconds and make forking worker processes unsafe.
+    """
+    if "tensorflow" not in sys.modules:
+        return
     import tensorflow as tf
     from tensorflow.python.util import deprecation
 

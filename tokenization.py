@@ -42,6 +42,7 @@ text; a slow test runs both backends on every other code point.
 
 import collections
 import functools
+import itertools
 import os
 import re
 import unicodedata
@@ -258,19 +259,33 @@ def _char_tables():
     or a run of characters that are neither punctuation nor whitespace;
     rust_cased / rust_lower: characters that send a text to the Python path.
     """
-    drop, punct, mark, unassigned = [], [], [], []
-    for cp in range(0x110000):
-        category = unicodedata.category(chr(cp))
-        if (category in ("Cc", "Cf") and chr(cp) not in "\t\n\r") or cp == 0xFFFD:
-            drop.append(cp)
-        elif category[0] == "P" or (cp < 128 and 33 <= cp <= 126 and not chr(cp).isalnum()):
-            punct.append(cp)
-        elif category == "Mn":
-            mark.append(cp)
-        elif category in ("Cn", "Co", "Cs"):
-            unassigned.append(cp)
+    # One C-level pass for the categories, then work on runs of equal category:
+    # a Python loop over all 1.1M code points cost ~0.5 s per process.
+    runs, start = [], 0
+    for category, run in itertools.groupby(map(unicodedata.category,
+                                               map(chr, range(0x110000)))):
+        length = len(list(run))
+        runs.append((category, start, start + length - 1))
+        start += length
+
+    def code_points(wanted):
+        return [cp for category, lo, hi in runs if wanted(category)
+                for cp in range(lo, hi + 1)]
+
+    drop = sorted([cp for cp in code_points(lambda c: c in ("Cc", "Cf"))
+                   if chr(cp) not in "\t\n\r"] + [0xFFFD])
+    ascii_symbols = [cp for cp in range(33, 127) if not chr(cp).isalnum()]
+    punct = sorted(set(code_points(lambda c: c[0] == "P")) | set(ascii_symbols))
+    mark = code_points(lambda c: c == "Mn")
+    unassigned = []  # ranges; adjacent runs (e.g. Cs then Co) merge
+    for category, lo, hi in runs:
+        if category in ("Cn", "Co", "Cs"):
+            if unassigned and unassigned[-1][1] == lo - 1:
+                unassigned[-1][1] = hi
+            else:
+                unassigned.append([lo, hi])
     punct_class = _char_class(_ranges(punct))
-    rust_cased = _char_class(_ranges(unassigned) + list(_RUST_DIVERGENT_RANGES))
+    rust_cased = _char_class(unassigned + list(_RUST_DIVERGENT_RANGES))
     return _CharTables(
         drop=re.compile("[%s]" % _char_class(_ranges(drop))),
         cjk=re.compile("[%s]" % _char_class(_CJK_RANGES)),
