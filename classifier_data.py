@@ -167,7 +167,7 @@ def _where(path, line_number=None):
     return "%s:%d" % (path, line_number) if line_number else str(path)
 
 
-def _input_error(path, line_number, message):
+def input_error(path, line_number, message):
     """An InputError reading `<path>[:<line>]: <message>`."""
     return errors.InputError("%s: %s" % (_where(path, line_number), message))
 
@@ -203,7 +203,7 @@ def _check_encoding(encoding):
     return name
 
 
-def _decoded_lines(path, encoding="utf-8"):
+def decoded_lines(path, encoding="utf-8"):
     """Yields (line_number, text) for each line of a file, line ending kept.
 
     Lines are split on b"\\n" before decoding so an undecodable byte can be
@@ -213,11 +213,11 @@ def _decoded_lines(path, encoding="utf-8"):
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
-        raise _input_error(path, None, "file not found")
+        raise input_error(path, None, "file not found")
     except IsADirectoryError:
-        raise _input_error(path, None, "is a directory, expected a data file")
+        raise input_error(path, None, "is a directory, expected a data file")
     except OSError as e:
-        raise _input_error(path, None, "cannot read the file: %s" % (e.strerror or e))
+        raise input_error(path, None, "cannot read the file: %s" % (e.strerror or e))
     with handle:
         offset = 0
         line_number = 0
@@ -225,8 +225,8 @@ def _decoded_lines(path, encoding="utf-8"):
             try:
                 raw = handle.readline()
             except OSError as e:
-                raise _input_error(path, line_number + 1,
-                                   "cannot read the file: %s" % (e.strerror or e))
+                raise input_error(path, line_number + 1,
+                                  "cannot read the file: %s" % (e.strerror or e))
             if not raw:
                 return
             line_number += 1
@@ -237,7 +237,7 @@ def _decoded_lines(path, encoding="utf-8"):
                 text = raw[start:].decode(encoding)
             except UnicodeDecodeError as e:
                 bad = start + e.start
-                raise _input_error(
+                raise input_error(
                     path, line_number,
                     "not valid %s: byte 0x%02x at byte offset %d of the file (byte %d "
                     "of the line); save the file as %s" % (
@@ -259,7 +259,7 @@ def read_delimited(path, delimiter, quotechar=None, encoding="utf-8"):
     unreadable file, bytes that are not `encoding`, and malformed quoting.
     """
     csv.field_size_limit(max(csv.field_size_limit(), _FIELD_SIZE_LIMIT))
-    lines = (text for _, text in _decoded_lines(path, encoding))
+    lines = (text for _, text in decoded_lines(path, encoding))
     if quotechar is None:
         reader = csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_NONE)
     else:
@@ -275,7 +275,7 @@ def read_delimited(path, delimiter, quotechar=None, encoding="utf-8"):
         except StopIteration:
             return
         except csv.Error as e:
-            raise _input_error(path, start_line, _explain_csv_error(e, quotechar))
+            raise input_error(path, start_line, _explain_csv_error(e, quotechar))
         last_line = reader.line_num
         if fields:
             yield start_line, fields
@@ -336,20 +336,20 @@ def _resolve_column(column, field, header, width, path, line_number):
     if column.name is not None and header is not None:
         positions = [i for i, name in enumerate(header) if name.strip() == column.name]
         if len(positions) > 1:
-            raise _input_error(path, line_number, "column %s appears %d times in the header"
-                               % (described, len(positions)))
+            raise input_error(path, line_number, "column %s appears %d times in the header"
+                              % (described, len(positions)))
         if positions:
             return positions[0]
         if column.index is None:
-            raise _input_error(path, line_number, "no column %s in the header; columns: %s"
-                               % (described, _show_list(h.strip() for h in header)))
+            raise input_error(path, line_number, "no column %s in the header; columns: %s"
+                              % (described, _show_list(h.strip() for h in header)))
     elif column.index is None:
-        raise _input_error(path, line_number, "column %s is given by name but the file "
-                           "has no header line; give a 0-based index or set --has_header"
-                           % described)
+        raise input_error(path, line_number, "column %s is given by name but the file "
+                          "has no header line; give a 0-based index or set --has_header"
+                          % described)
     if not -width <= column.index < width:
-        raise _input_error(path, line_number, "column %s is out of range: rows have %d "
-                           "columns (indices 0 to %d)" % (described, width, width - 1))
+        raise input_error(path, line_number, "column %s is out of range: rows have %d "
+                          "columns (indices 0 to %d)" % (described, width, width - 1))
     return column.index % width
 
 
@@ -376,8 +376,8 @@ def _delimited_records(path, columns, has_header, delimiter, quotechar=None,
             if has_header:
                 continue
         if len(fields) != width:
-            raise _input_error(path, line_number, "expected %d fields (as on line %d), got %d%s"
-                               % (width, first_line, len(fields),
+            raise input_error(path, line_number, "expected %d fields (as on line %d), got %d%s"
+                              % (width, first_line, len(fields),
                                   _field_count_hint(delimiter, quotechar)))
         yield line_number, {field: fields[i] for field, i in indices.items()}
 
@@ -395,31 +395,31 @@ def _check_distinct(columns, indices, path, line_number):
     owner = {}
     for field, index in indices.items():
         if index in owner:
-            raise _input_error(path, line_number, "columns %s and %s are the same column"
-                               % (columns[owner[index]].describe(owner[index]),
+            raise input_error(path, line_number, "columns %s and %s are the same column"
+                              % (columns[owner[index]].describe(owner[index]),
                                   columns[field].describe(field)))
         owner[index] = field
 
 
 def _jsonl_records(path, keys, encoding="utf-8"):
     """Yields (line_number, {field: value}) picking `keys` ({field: (key, flag)})."""
-    for line_number, text in _decoded_lines(path, encoding):
+    for line_number, text in decoded_lines(path, encoding):
         text = text.strip()
         if not text:
             continue
         try:
             record = json.loads(text)
         except ValueError as e:
-            raise _input_error(path, line_number, "not valid JSON (%s); each line must "
-                               "hold one JSON object" % getattr(e, "msg", e))
+            raise input_error(path, line_number, "not valid JSON (%s); each line must "
+                              "hold one JSON object" % getattr(e, "msg", e))
         if not isinstance(record, dict):
-            raise _input_error(path, line_number, "expected a JSON object, got %s"
-                               % type(record).__name__)
+            raise input_error(path, line_number, "expected a JSON object, got %s"
+                              % type(record).__name__)
         values = {}
         for field, (key, flag) in keys.items():
             if key not in record:
-                raise _input_error(path, line_number, "no key %s (--%s); keys: %s"
-                                   % (_show(key), flag, _show_list(record)))
+                raise input_error(path, line_number, "no key %s (--%s); keys: %s"
+                                  % (_show(key), flag, _show_list(record)))
             values[field] = record[key]
         yield line_number, values
 
@@ -433,18 +433,18 @@ def _text_value(value, field, path, line_number, may_be_empty):
     if value is None:
         value = ""
     if not isinstance(value, str):
-        raise _input_error(path, line_number, "%s must be a string, got %s"
-                           % (field, _show(value)))
+        raise input_error(path, line_number, "%s must be a string, got %s"
+                          % (field, _show(value)))
     value = value.strip()
     if not value and not may_be_empty:
-        raise _input_error(path, line_number, "%s is empty" % field)
+        raise input_error(path, line_number, "%s is empty" % field)
     return value
 
 
 def _scalar_label(value, path, line_number):
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _input_error(path, line_number, "a label must be a string or an integer, got %s"
-                           % _show(value))
+        raise input_error(path, line_number, "a label must be a string or an integer, got %s"
+                          % _show(value))
     return str(value).strip()
 
 
@@ -452,11 +452,11 @@ def _label_value(value, multi_label, separator, path, line_number):
     """A label string, or for multi-label a tuple of distinct label strings."""
     if not multi_label:
         if isinstance(value, list):
-            raise _input_error(path, line_number, "expected one label, got a list "
-                               "(set --multi_label for several labels per example)")
+            raise input_error(path, line_number, "expected one label, got a list "
+                              "(set --multi_label for several labels per example)")
         label = _scalar_label(value, path, line_number)
         if not label:
-            raise _input_error(path, line_number, "the label is empty")
+            raise input_error(path, line_number, "the label is empty")
         return label
     if isinstance(value, list):
         parts = [_scalar_label(v, path, line_number) for v in value]
@@ -466,11 +466,13 @@ def _label_value(value, multi_label, separator, path, line_number):
     return tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
 
 
-def _check_labels(labels, allowed, origin, path, line_number):
+def check_labels(labels, allowed, origin, path, line_number):
+    """InputError at path:line_number for the first of `labels` not in `allowed`;
+    `origin` says where the allowed set comes from ("found in train.csv")."""
     for label in labels:
         if label not in allowed:
-            raise _input_error(path, line_number, "label %s is not one of the %d labels %s: %s"
-                               % (_show(label), len(allowed), origin, _show_list(allowed)))
+            raise input_error(path, line_number, "label %s is not one of the %d labels %s: %s"
+                              % (_show(label), len(allowed), origin, _show_list(allowed)))
 
 
 def _build_examples(path, set_name, records, labels=None, labels_origin="",
@@ -495,22 +497,22 @@ def _build_examples(path, set_name, records, labels=None, labels_origin="",
             if label_map:
                 label = label_map.get(label, label)
             if labels is not None:
-                _check_labels(label if multi_label else (label,), labels, labels_origin,
-                              path, line_number)
+                check_labels(label if multi_label else (label,), labels, labels_origin,
+                             path, line_number)
         if "id" in values:
             raw_id = values["id"]
             if isinstance(raw_id, int) and not isinstance(raw_id, bool):
                 raw_id = str(raw_id)  # jsonl ids are often numbers
             guid = _text_value(raw_id, "the id", path, line_number, False)
             if guid in id_lines:
-                raise _input_error(path, line_number, "id %s already used on line %d"
-                                   % (_show(guid), id_lines[guid]))
+                raise input_error(path, line_number, "id %s already used on line %d"
+                                  % (_show(guid), id_lines[guid]))
             id_lines[guid] = line_number
         else:
             guid = "%s-%d" % (set_name, len(examples))
         examples.append(InputExample(guid, text_a, text_b, label))
     if not examples:
-        raise _input_error(path, None, "no examples: the file is empty or has only a header")
+        raise input_error(path, None, "no examples: the file is empty or has only a header")
     return examples
 
 
@@ -790,8 +792,8 @@ class XnliProcessor(_GlueProcessor):
             else:
                 seen.add(language)
         if not kept:
-            raise _input_error(path, None, "no examples of --language=%s; languages in the "
-                               "file: %s" % (self.language, _show_list(sorted(seen))))
+            raise input_error(path, None, "no examples of --language=%s; languages in the "
+                              "file: %s" % (self.language, _show_list(sorted(seen))))
 
 
 _FORMATS = ("tsv", "csv", "jsonl")
@@ -855,8 +857,8 @@ class CustomProcessor(DataProcessor):
         labels = self._labels_of(examples)
         if not labels:
             # Only possible in multi-label data where no row has any label.
-            raise _input_error(path, None, "no labels in the file, so there is nothing to "
-                               "learn; check --label_column and --label_separator")
+            raise input_error(path, None, "no labels in the file, so there is nothing to "
+                              "learn; check --label_column and --label_separator")
         self._inferred_labels = labels
         self._inferred_from = path
         return examples
@@ -915,16 +917,16 @@ class CustomProcessor(DataProcessor):
             return self._format
         extension = os.path.splitext(path)[1].lower()
         if extension not in _EXTENSIONS:
-            raise _input_error(path, None, "cannot tell the format from the extension %s; "
-                               "set --file_format to tsv, csv or jsonl" % _show(extension))
+            raise input_error(path, None, "cannot tell the format from the extension %s; "
+                              "set --file_format to tsv, csv or jsonl" % _show(extension))
         return _EXTENSIONS[extension]
 
     def _read(self, path, split, labels, labels_origin):
         fields = ["text_a", "text_b", "id"]
         if split != "test":
             if "label" not in self._columns:
-                raise _input_error(path, None, "the custom task needs --label_column to "
-                                   "read %s examples" % split)
+                raise input_error(path, None, "the custom task needs --label_column to "
+                                  "read %s examples" % split)
             fields.append("label")
         file_format = self._file_format(path)
         if file_format == "jsonl":

@@ -125,6 +125,9 @@ def check_run_flags():
 
 def check_fine_tuning_flags():
     """The fine-tuning flags' values that cannot work, before anything is written."""
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.save_for_serving):
+        raise InputError("nothing to do: give at least one of --do_train, --do_eval, "
+                         "--do_predict, --save_for_serving")
     if FLAGS.predict_batch_size < 1:
         raise InputError("--predict_batch_size must be >= 1, got %d" % FLAGS.predict_batch_size)
     if FLAGS.do_train and not FLAGS.num_train_epochs > 0:

@@ -138,6 +138,13 @@ def make_run_config(output_dir, devices, use_xla=False, save_checkpoints_steps=1
                     keep_checkpoint_max=5, seed=None):
     """A RunConfig that distributes training AND evaluation over `devices`."""
     strategy = make_strategy(devices)
+    return _run_config(output_dir, devices, use_xla, save_checkpoints_steps,
+                       keep_checkpoint_max, seed, save_summary_steps=0,
+                       train_distribute=strategy, eval_distribute=strategy)
+
+
+def _run_config(output_dir, devices, use_xla, save_checkpoints_steps, keep_checkpoint_max,
+                seed, **distribution_options):
     return tf.estimator.RunConfig(
         model_dir=output_dir,
         tf_random_seed=seed,
@@ -147,9 +154,7 @@ def make_run_config(output_dir, devices, use_xla=False, save_checkpoints_steps=1
         # Our own hook logs loss and examples/s; the Estimator's would log the
         # replica-summed loss and steps/s in micro-batches.
         log_step_count_steps=None,
-        save_summary_steps=0,
-        train_distribute=strategy,
-        eval_distribute=strategy)
+        **distribution_options)
 
 
 
@@ -245,15 +250,9 @@ def make_multi_worker_run_config(output_dir, strategy, devices, use_xla=False,
     MonitoredTrainingSession only adds the checkpoint saver of a multi-worker
     run inside its summary branch, so 0 would silently save no checkpoint.
     """
-    return tf.estimator.RunConfig(
-        model_dir=output_dir,
-        tf_random_seed=seed,
-        session_config=make_session_config(devices, use_xla),
-        save_checkpoints_steps=save_checkpoints_steps,
-        keep_checkpoint_max=keep_checkpoint_max,
-        log_step_count_steps=None,
-        save_summary_steps=save_checkpoints_steps,
-        train_distribute=strategy)
+    return _run_config(output_dir, devices, use_xla, save_checkpoints_steps,
+                       keep_checkpoint_max, seed, save_summary_steps=save_checkpoints_steps,
+                       train_distribute=strategy)
 
 
 def plan_steps(num_train_steps, num_warmup_steps, per_replica_batch_size, num_replicas,

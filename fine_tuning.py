@@ -24,7 +24,8 @@ tf1 = tf.compat.v1
 FineTuningTask = collections.namedtuple("FineTuningTask", [
     "name", "label_list", "examples", "head_variable_shapes", "examples_digest",
     "feature_rows", "feature_spec", "head_fn", "eval_report", "eval_summary_keys",
-    "prediction_file", "prediction_lines", "serving_config"])
+    "prediction_file", "prediction_lines", "serving_config", "predict_eval_report",
+    "prediction_files"], defaults=(None, None))
 """What one fine-tuning script contributes; `run_task` does the rest.
 
 examples: split ("train", "eval", "predict") -> list, read and validated.
@@ -35,6 +36,13 @@ eval_report(Estimator.evaluate results) -> flat dict; eval_summary_keys: the
 report entries logged. prediction_lines(examples, predictions) -> str lines
 written to output_dir/prediction_file. serving_config: settings for clients,
 exported beside the SavedModel.
+
+Optional: predict_eval_report(eval examples, predictions) -> flat dict, added
+to the eval report, for metrics that need whole predictions rather than
+streamed counts (e.g. entities spanning several windows of one sentence);
+the eval split is then also predicted. prediction_files(examples,
+predictions) -> [(file name, lines)] replaces prediction_file and
+prediction_lines when a task writes more than one file.
 """
 
 ModelInputs = collections.namedtuple("ModelInputs", [
@@ -163,6 +171,16 @@ def trained_batches(output_dir, plan):
     worker take consecutive batches of the one input pipeline; `accum_counter`
     counts the micro-batches of an unfinished accumulation cycle.
     """
+    done, step, calls = trained_micro_batch_calls(output_dir, plan)
+    return done, step, calls * plan.num_replicas
+
+
+def trained_micro_batch_calls(output_dir, plan):
+    """(checkpoint, optimizer steps, train-op calls) already made in output_dir.
+
+    One call trains one micro-batch on every replica (one global micro-batch);
+    (None, 0, 0) without a checkpoint.
+    """
     done = training.latest_checkpoint_or_none(output_dir)
     if done is None:
         return None, 0, 0
@@ -170,8 +188,7 @@ def trained_batches(output_dir, plan):
     step = int(reader.get_tensor("global_step"))
     pending = int(reader.get_tensor("accum_counter")) if reader.has_tensor("accum_counter") \
         else 0
-    calls = step * plan.accumulation_steps + pending
-    return done, step, calls * plan.num_replicas
+    return done, step, step * plan.accumulation_steps + pending
 
 
 def train(estimator, make_input_fn, plan):
@@ -247,8 +264,14 @@ def export(estimator, flags_values, serving_config):
     return path
 
 
-def run_task(flags_values, model_inputs, runtime, task):
+def run_task(flags_values, model_inputs, runtime, task, evaluate_and_predict=None):
     """Checks, converts, trains, evaluates, predicts and exports, as the flags say.
+
+    evaluate_and_predict (optional): `f(estimator, records)`, called after
+    training and before export in place of the Estimator.evaluate / predict
+    steps, for tasks whose evaluation is not a streamed metric (e.g. ranking:
+    predict, rank, then score the ranking); `records` maps each split to
+    (TFRecord path, number of records). It acts on do_eval/do_predict itself.
 
     Everything that can fail on user input runs before the first write to
     output_dir: the trained model's presence, its labels and shapes, and the
@@ -287,14 +310,21 @@ def run_task(flags_values, model_inputs, runtime, task):
         records[split] = (path, count)
     del converted
 
-    def input_fn(split, batch_size, skip_batches=0):
+    # Every batch is cut to its longest sequence (rounded up to 16) where the
+    # task's features allow it: padding is masked, so results are unchanged,
+    # and short texts stop paying for max_seq_length (see docs/performance.md).
+    trim = input_pipeline.trimmable_token_features(task.feature_spec)
+
+    def input_fn(split, batch_size, skip_batches=0, padded_eval=True):
         path, count = records[split]
-        if split == "eval":
+        if split == "eval" and padded_eval:
             return input_pipeline.make_eval_input_fn(path, task.feature_spec, batch_size,
-                                                     count, len(runtime.devices))
+                                                     count, len(runtime.devices),
+                                                     trim_to_longest_of=trim)
         return input_pipeline.make_input_fn(path, task.feature_spec, batch_size,
                                             split == "train", seed=flags_values.seed,
-                                            skip_batches=skip_batches)
+                                            skip_batches=skip_batches,
+                                            trim_to_longest_of=trim)
 
     model_fn = training.build_model_fn(
         model_inputs.bert_config, task.head_fn, plan,
@@ -313,21 +343,34 @@ def run_task(flags_values, model_inputs, runtime, task):
               lambda skip_batches: input_fn("train", flags_values.train_batch_size,
                                             skip_batches),
               plan)
-    if flags_values.do_eval:
+    if flags_values.do_eval and evaluate_and_predict is None:
         report = task.eval_report(estimator.evaluate(
             input_fn("eval", flags_values.eval_batch_size)))
+        if task.predict_eval_report is not None:
+            # Prediction runs on one device and yields every record once, in order.
+            predictions = estimator.predict(
+                input_fn("eval", flags_values.eval_batch_size, padded_eval=False),
+                yield_single_examples=True)
+            report.update(task.predict_eval_report(task.examples["eval"], predictions))
         training.write_json_and_text(report, os.path.join(output_dir, "eval_results.json"),
                                      os.path.join(output_dir, "eval_results.txt"))
         tf1.logging.info("eval: %s", ", ".join("%s %.4f" % (k, report[k])
                                                for k in task.eval_summary_keys if k in report))
-    if flags_values.do_predict:
+    if flags_values.do_predict and evaluate_and_predict is None:
         predictions = estimator.predict(input_fn("predict", flags_values.predict_batch_size),
                                         yield_single_examples=True)
-        out_path = os.path.join(output_dir, task.prediction_file)
-        lines = task.prediction_lines(task.examples["predict"], predictions)
-        training.write_text_atomically(out_path, "".join(line + "\n" for line in lines))
-        tf1.logging.info("predictions for %d examples written to %s",
-                         len(task.examples["predict"]), out_path)
+        if task.prediction_files is None:
+            files = [(task.prediction_file,
+                      task.prediction_lines(task.examples["predict"], predictions))]
+        else:
+            files = task.prediction_files(task.examples["predict"], predictions)
+        for name, lines in files:
+            out_path = os.path.join(output_dir, name)
+            training.write_text_atomically(out_path, "".join(line + "\n" for line in lines))
+            tf1.logging.info("predictions for %d examples written to %s",
+                             len(task.examples["predict"]), out_path)
+    if evaluate_and_predict is not None:
+        evaluate_and_predict(estimator, records)
     if flags_values.save_for_serving:
         export(estimator, flags_values, dict(
             task.serving_config, do_lower_case=flags_values.do_lower_case,

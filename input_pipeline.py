@@ -133,8 +133,51 @@ def fixed_length_spec(lengths, float_names=()):
             for name, length in lengths.items()}
 
 
+# The token features a batch can be cut down to its longest sequence.
+TOKEN_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+def trimmable_token_features(feature_spec, token_features=TOKEN_FEATURES):
+    """The names `trim_to_longest` may cut, or () when cutting would be unsafe.
+
+    Safe when every feature of the sequence length (the length of
+    `input_ids`) is one of `token_features`: a task with other per-token
+    features (e.g. per-token labels) keeps full-length batches.
+    """
+    if "input_ids" not in feature_spec or "input_mask" not in feature_spec:
+        return ()
+    length = list(feature_spec["input_ids"].shape)
+    per_token = [name for name, spec in feature_spec.items() if list(spec.shape) == length]
+    return tuple(per_token) if set(per_token) <= set(token_features) else ()
+
+
+def trim_to_longest(batch, names, length_multiple=16):
+    """Cuts the features `names` [batch, max_len] to the batch's longest sequence.
+
+    The length (from `input_mask`) is rounded up to `length_multiple` (at most
+    max_len), so the model sees a handful of shapes and its matmuls stay
+    aligned. Padding is masked out in BERT, so the model's outputs for every
+    example are the same as with full-length padding; only the work shrinks.
+    """
+    max_len = tf.shape(batch["input_mask"])[1]
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1))
+    length = tf.minimum((longest + length_multiple - 1) // length_multiple * length_multiple,
+                        max_len)
+    length = tf.maximum(length, 1)
+    return {name: t[:, :length] if name in names else t for name, t in batch.items()}
+
+
+def _sorted_by_length(pool):
+    """The examples of a parsed pool [n, ...] ordered by their number of tokens."""
+    order = tf.argsort(tf.reduce_sum(tf.cast(pool["input_mask"], tf.int32), axis=1),
+                       stable=True)
+    return {name: tf.gather(t, order) for name, t in pool.items()}
+
+
 def make_input_fn(path, feature_spec, batch_size, is_training, drop_remainder=None,
-                  shuffle_buffer=100000, seed=None, skip_batches=0):
+                  shuffle_buffer=100000, seed=None, skip_batches=0, keep_int64=(),
+                  trim_to_longest_of=None, length_multiple=16, bucket_by_length=False,
+                  bucket_pool_batches=64):
     """An Estimator input_fn over a TFRecord file of fixed-length features.
 
     Args:
@@ -144,16 +187,31 @@ def make_input_fn(path, feature_spec, batch_size, is_training, drop_remainder=No
       skip_batches: start this many batches into the stream (which, shuffled
         with a `seed` under a graph seed, is the same in every run): a resumed
         training run passes the batches it already trained on.
+      keep_int64: names of int64 features left int64 (e.g. ids that are
+        carried through prediction and must not wrap at 2**31).
+      trim_to_longest_of: feature names (see `trimmable_token_features`) cut
+        in every batch to its longest sequence, rounded up to
+        `length_multiple`; None or () keeps full-length batches. The model
+        then gets a dynamic sequence dimension.
+      bucket_by_length: training only, with trim_to_longest_of: the shuffled
+        stream is taken in pools of `bucket_pool_batches` batches, each pool
+        sorted by length and cut into batches, and the batches shuffled
+        again, so a batch holds examples of similar length and carries little
+        padding.
     Returns:
       input_fn() -> tf.data.Dataset of dicts name -> [batch, length] tensors
-      (int64 features come out as int32, the dtype the model takes).
+      (int64 features come out as int32, the dtype the model takes, except
+      those in `keep_int64`).
     """
     if drop_remainder is None:
         drop_remainder = is_training
+    trim_names = tuple(trim_to_longest_of or ())
+    bucket = bool(bucket_by_length and is_training and trim_names)
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, feature_spec)
-        return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+        return {name: tf.cast(t, tf.int32)
+                if t.dtype == tf.int64 and name not in keep_int64 else t
                 for name, t in parsed.items()}
 
     def input_fn(params=None, input_context=None):
@@ -165,16 +223,35 @@ def make_input_fn(path, feature_spec, batch_size, is_training, drop_remainder=No
         if is_training:
             dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
             dataset = dataset.repeat()
+        if bucket:
+            # Whole pools are parsed and sorted at once; the batches are then
+            # shuffled among their neighbours (seeded: a resumed run sees the
+            # same stream).
+            dataset = dataset.batch(batch_size * bucket_pool_batches, drop_remainder=True)
+            dataset = dataset.map(lambda pool: _sorted_by_length(parse(pool)),
+                                  num_parallel_calls=tf.data.AUTOTUNE)
+            dataset = dataset.unbatch().batch(batch_size, drop_remainder=True)
+            dataset = dataset.map(lambda b: trim_to_longest(b, trim_names, length_multiple),
+                                  num_parallel_calls=tf.data.AUTOTUNE)
+            dataset = dataset.shuffle(2 * bucket_pool_batches, seed=seed,
+                                      reshuffle_each_iteration=True)
+            if skip_batches:
+                dataset = dataset.skip(skip_batches)
+            return dataset.prefetch(tf.data.AUTOTUNE)
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
         if skip_batches:
             dataset = dataset.skip(skip_batches)  # before parsing: cheap
         dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        if trim_names:
+            dataset = dataset.map(lambda b: trim_to_longest(b, trim_names, length_multiple),
+                                  num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
 
 
-def make_eval_input_fn(path, feature_spec, batch_size, num_records, num_replicas=1):
+def make_eval_input_fn(path, feature_spec, batch_size, num_records, num_replicas=1,
+                       trim_to_longest_of=None, length_multiple=16):
     """Like make_input_fn for evaluation, padded so every replica gets full batches.
 
     Under a distribution strategy a last step with data for only some
@@ -182,7 +259,9 @@ def make_eval_input_fn(path, feature_spec, batch_size, num_records, num_replicas
     are followed by all-zero examples up to a multiple of
     batch_size * num_replicas, and every example carries `is_real_example`
     (float32 [batch]: 1 for a record, 0 for padding) to weight the metrics.
+    `trim_to_longest_of`: as in make_input_fn (the order is kept).
     """
+    trim_names = tuple(trim_to_longest_of or ())
     num_padding = -num_records % (batch_size * num_replicas)
 
     def parse_one(serialized):
@@ -206,6 +285,10 @@ def make_eval_input_fn(path, feature_spec, batch_size, num_records, num_replicas
         if num_padding:
             dataset = dataset.concatenate(
                 tf.data.Dataset.from_tensors(padding_example()).repeat(num_padding))
-        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        dataset = dataset.batch(batch_size)
+        if trim_names:
+            dataset = dataset.map(lambda b: trim_to_longest(b, trim_names, length_multiple),
+                                  num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
 
     return input_fn

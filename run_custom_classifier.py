@@ -90,9 +90,6 @@ def read_examples(processor, label_list):
 def main(_):
     common_flags.check_run_flags()
     common_flags.check_fine_tuning_flags()
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.save_for_serving):
-        raise InputError("nothing to do: give at least one of --do_train, --do_eval, "
-                         "--do_predict, --save_for_serving")
     model_inputs = fine_tuning.load_model_inputs(FLAGS)
     runtime = fine_tuning.resolve_runtime(FLAGS)
     processor = make_processor()

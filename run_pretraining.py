@@ -75,18 +75,6 @@ def local_runtime(cluster):
     return runtime
 
 
-def trained_global_batches(output_dir, plan):
-    """(checkpoint, optimizer step, global micro-batches consumed) in output_dir."""
-    done = training.latest_checkpoint_or_none(output_dir)
-    if done is None:
-        return None, 0, 0
-    reader = tf.train.load_checkpoint(done)
-    step = int(reader.get_tensor("global_step"))
-    pending = int(reader.get_tensor("accum_counter")) if reader.has_tensor("accum_counter") \
-        else 0
-    return done, step, step * plan.accumulation_steps + pending
-
-
 @contextlib.contextmanager
 def without_tf_config():
     """Hides TF_CONFIG, so a RunConfig made inside describes this process alone."""
@@ -99,7 +87,7 @@ def without_tf_config():
 
 
 def train(model_fn, runtime, cluster, strategy, plan, input_files):
-    done, step, skip = trained_global_batches(FLAGS.output_dir, plan)
+    done, step, skip = fine_tuning.trained_micro_batch_calls(FLAGS.output_dir, plan)
     if step >= plan.num_train_steps:
         tf1.logging.info("output_dir already holds step %d of %d: nothing to train",
                          step, plan.num_train_steps)

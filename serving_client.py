@@ -11,6 +11,9 @@ settings the export carries in assets.extra/ (`--export_dir`), or with
 `--vocab_file` and `--serving_config` given explicitly, and sent to the
 server's `:predict` endpoint `--batch_size` texts at a time. One line per input
 is printed: TSV (predicted label, then one probability per label) or JSON Lines.
+A token classification export (run_seq_labeling.py) labels every word of each
+text: TSV gives one word/LABEL field per word (punct: the restored text), JSON
+Lines the words and labels; long texts go as overlapping windows, merged back.
 
 The functions below are the reusable part (finding an export, reading its
 settings, building `:predict` requests, parsing responses, formatting results)
@@ -18,6 +21,7 @@ and import neither TensorFlow nor any HTTP library beyond Python's own.
 """
 
 import argparse
+import collections
 import http.client
 import itertools
 import json
@@ -28,6 +32,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import seq_labeling
 import tokenization
 from errors import InputError
 
@@ -118,6 +123,12 @@ def parse_serving_config(text, source="serving_config.json"):
     if not isinstance(config["do_lower_case"], bool):
         raise InputError("%s: do_lower_case must be true or false, got %r"
                          % (source, config["do_lower_case"]))
+    if config["task"] == "token_classification":
+        stride = config.get("window_stride")
+        if isinstance(stride, bool) or not isinstance(stride, int) \
+                or not 1 <= stride <= length - 2:
+            raise InputError("%s: window_stride must be an integer from 1 to max_seq_length "
+                             "- 2, got %r" % (source, stride))
     return dict({"multi_label": False, "multi_label_threshold": 0.5, "sentence_pairs": False},
                 **config)
 
@@ -343,9 +354,70 @@ def classification_results(outputs, config):
     return results
 
 
-# Another kind of export (token classification, say) is one more function here:
-# outputs (name -> per-row values) and the serving config -> [(record, TSV fields)].
-TASKS = {"classification": classification_results}
+def encode_words(tokenizer, pairs, config):
+    """Token classification: the signature's inputs for the texts of `pairs` (split
+    into words as the export's task does; overlapping windows for long ones), and
+    the layout to merge the windows' answers: (features, (words per text, windows))."""
+    if any(text_b is not None for _, text_b in pairs):
+        raise InputError("a token classification model takes single texts, not pairs")
+    words = [seq_labeling.words_of_text(text, config) for text, _ in pairs]
+    length = config["max_seq_length"]
+    pieces = seq_labeling.sentence_pieces(tokenizer, words, length - 2)
+    windows = seq_labeling.stack_features(list(seq_labeling.encode_sentences(
+        pieces, length, config["window_stride"], tokenizer.vocab["[CLS]"],
+        tokenizer.vocab["[SEP]"])), length)
+    return {name: windows[name] for name in SIGNATURE_INPUTS}, (words, windows)
+
+
+def token_classification_results(outputs, config, layout):
+    """[(record for JSON, TSV fields)] per text: each word's label, merged from the
+    windows (label_ids [window, seq], else the argmax of probabilities). TSV: one
+    word/LABEL field per word; for punct, the restored text."""
+    words, windows = layout
+    labels = config["labels"]
+    if not len(windows["sentence_index"]):
+        label_ids = []  # texts without words: nothing was asked
+    elif "label_ids" in outputs:
+        label_ids = outputs["label_ids"]
+    elif "probabilities" in outputs:
+        label_ids = [[max(range(len(p)), key=p.__getitem__) for p in row]
+                     for row in outputs["probabilities"]]
+    else:
+        raise ServingError("the response has neither 'label_ids' nor 'probabilities' "
+                           "(outputs: %s)" % ", ".join(sorted(outputs)))
+    rows = []
+    for row, ids in enumerate(label_ids):
+        if not (isinstance(ids, list) and len(ids) == config["max_seq_length"]
+                and all(isinstance(i, int) and 0 <= i < len(labels) for i in ids)):
+            raise ServingError("row %d: expected %d label ids below %d (is the URL serving "
+                               "this export?)" % (row, config["max_seq_length"], len(labels)))
+        rows.append({"sentence_index": windows["sentence_index"][row],
+                     "word_ids": windows["word_ids"][row], "label_ids": ids})
+    results = []
+    merged = seq_labeling.merge_windows(rows, [len(text_words) for text_words in words])
+    for text_words, ids in zip(words, merged):
+        text_labels = [labels[i] for i in ids]
+        record = {"words": text_words, "labels": text_labels}
+        fields = ["%s/%s" % pair for pair in zip(text_words, text_labels)]
+        if config.get("task_name") == "punct":
+            record["restored"] = seq_labeling.restore_text(text_words, text_labels)
+            fields = [record["restored"]]
+        results.append((record, fields))
+    return results
+
+
+TaskKind = collections.namedtuple("TaskKind", ["encode", "results"])
+"""How a client handles one kind of export. encode(tokenizer, pairs, config) ->
+(the signature's inputs, layout); results(outputs, config, layout) -> [(record
+for JSON, TSV fields)] per pair. `outputs`: name -> per-row values."""
+
+TASKS = {
+    "classification": TaskKind(
+        lambda tokenizer, pairs, config: (encode(tokenizer, pairs, config["max_seq_length"]),
+                                          None),
+        lambda outputs, config, layout: classification_results(outputs, config)),
+    "token_classification": TaskKind(encode_words, token_classification_results),
+}
 
 
 def format_line(pair, result, output_format):
@@ -428,12 +500,15 @@ def run(argv, stdin, stdout):
                                              args.serving_config)
     config = load_serving_config(config_file)
     tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
-    interpret = TASKS[config["task"]]
+    kind = TASKS[config["task"]]
     for batch in batches(input_pairs(args, config, stdin), args.batch_size):
-        features = encode(tokenizer, batch, config["max_seq_length"])
-        outputs = predict(url, features, args.request_format, args.timeout)
+        features, layout = kind.encode(tokenizer, batch, config)
+        num_rows = len(next(iter(features.values())))
+        # A batch of texts without words (token tasks) needs no request.
+        outputs = (predict(url, features, args.request_format, args.timeout) if num_rows
+                   else {})
         try:
-            results = interpret(outputs, config)
+            results = kind.results(outputs, config, layout)
         except ServingError as e:
             raise ServingError("%s: %s" % (url, e))
         for pair, result in zip(batch, results):

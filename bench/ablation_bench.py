@@ -1,0 +1,208 @@
+"""Before/after of each graph-level speed-up, one at a time, in one process.
+
+    python bench/ablation_bench.py --config=minilm --seq_length=128 --batch=32 --mode=train
+
+Builds the training step exactly as training.build_model_fn does (BertModel,
+the classifier head, optimization.create_train_op with AdamW), or the
+inference graph (--mode=infer), once per VARIANT, each in its own session,
+then runs the variants in turns (round-robin) so background load hits all
+alike. Prints examples/s (wall, median of --rounds) and examples per CPU
+second (steadier on a shared machine), with the ratio to the first variant.
+
+Variants (default: all that apply to the mode):
+  separate-qkv   the graph before the fused Q/K/V projection (three matmuls,
+                 the score scale applied to the query output); fp32
+  fp32           the toolkit's fp32 graph
+  bf16-all       bf16 everywhere between the float32 variables (the earlier
+                 bf16 path)
+  bf16           bf16 matmuls with float32 activations (the toolkit's bf16
+                 training path on CPUs; in inference the toolkit uses bf16-all)
+  bf16-rewrite   the fp32 graph with grappler's
+                 auto_mixed_precision_onednn_bfloat16 rewrite
+  fp32-inter1    fp32 with inter_op_parallelism_threads=1
+  fp32-xla       fp32 with XLA auto-clustering, which on CPUs also needs
+                 TF_XLA_FLAGS=--tf_xla_cpu_global_jit (set here)
+  no-optimizer   fp32 forward + backward only: the AdamW update's share
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+sys.path.insert(0, benchlib.REPO)
+
+TRAIN_VARIANTS = ("separate-qkv", "fp32", "bf16-all", "bf16", "bf16-rewrite", "fp32-inter1",
+                  "fp32-xla", "no-optimizer")
+INFER_VARIANTS = ("separate-qkv", "fp32", "bf16-all", "bf16", "bf16-rewrite")
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="minilm")
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--mode", choices=["train", "infer"], default="train")
+    parser.add_argument("--variants", help="Comma-separated subset, in this order.")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps_per_round", type=int, default=3)
+    parser.add_argument("--json", help="Also write the results here.")
+    return parser
+
+
+def separate_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
+                                 initializer_range=0.02, attention_dropout=0.0,
+                                 matmul_dtype=None):
+    """modeling.attention_layer as it was before the fused projection (the baseline)."""
+    import tensorflow as tf
+
+    import modeling
+    width = flat_hidden.shape[-1]
+    head_size = width // num_heads
+
+    def heads(name, scale=None):
+        projected = modeling.dense(flat_hidden, width, name, initializer_range,
+                                   matmul_dtype=matmul_dtype)
+        if scale is not None:
+            projected *= tf.cast(scale, projected.dtype)
+        split = tf.reshape(projected, [batch_size, seq_length, num_heads, head_size])
+        return tf.transpose(split, [0, 2, 1, 3])
+
+    query = heads("query", 1.0 / math.sqrt(float(head_size)))
+    key = heads("key")
+    value = heads("value")
+    scores = modeling.matmul(query, key, matmul_dtype, transpose_b=True)
+    probs = tf.nn.softmax(tf.cast(scores, tf.float32) + mask_bias)
+    probs = modeling.dropout(probs, attention_dropout)
+    context = modeling.matmul(tf.cast(probs, flat_hidden.dtype), value, matmul_dtype)
+    context = tf.transpose(context, [0, 2, 1, 3])
+    return tf.reshape(context, [-1, width])
+
+
+def build(variant, config, features, mode):
+    """(session, fetch) of one variant's step."""
+    import tensorflow as tf
+
+    import classifier
+    import modeling
+    import optimization
+    tf1 = tf.compat.v1
+    precision = "bf16" if variant in ("bf16-all", "bf16") else "fp32"
+    activation_dtype = tf.float32 if variant == "bf16" else None
+    original = modeling.attention_layer
+    if variant == "separate-qkv":
+        modeling.attention_layer = separate_qkv_attention_layer
+    graph = tf.Graph()
+    try:
+        with graph.as_default():
+            tf1.set_random_seed(1)
+            inputs = {name: tf.constant(values) for name, values in features.items()}
+            inputs["label_ids"] = tf.reshape(inputs["label_ids"], [-1, 1])
+            is_training = mode == "train"
+            model = modeling.BertModel(
+                config, is_training, inputs["input_ids"], inputs["input_mask"],
+                inputs["segment_ids"], compute_dtype=modeling.get_compute_dtype(precision),
+                activation_dtype=activation_dtype)
+            estimator_mode = tf.estimator.ModeKeys.TRAIN if is_training \
+                else tf.estimator.ModeKeys.PREDICT
+            head = classifier.make_head_fn(2, config.hidden_dropout_prob)(
+                model, inputs, estimator_mode)
+            if not is_training:
+                fetch = head.predictions["probabilities"]
+            elif variant == "no-optimizer":
+                gradients = tf1.gradients(head.loss, tf1.trainable_variables())
+                fetch = tf.group([g for g in gradients if g is not None])
+            else:
+                fetch = optimization.create_train_op(head.loss, 5e-5, 10 ** 6, 10,
+                                                     precision=precision).train_op
+    finally:
+        modeling.attention_layer = original
+    session_config = tf1.ConfigProto()
+    if variant == "bf16-rewrite":
+        session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1
+    if variant == "fp32-inter1":
+        session_config.inter_op_parallelism_threads = 1
+    if variant == "fp32-xla":
+        session_config.graph_options.optimizer_options.global_jit_level = \
+            tf1.OptimizerOptions.ON_1
+    session = tf1.Session(graph=graph, config=session_config)
+    with graph.as_default():
+        session.run(tf1.global_variables_initializer())
+    for _ in range(2):  # graph optimisation, oneDNN primitive creation
+        session.run(fetch)
+    return session, fetch
+
+
+def run(args):
+    variants = (args.variants.split(",") if args.variants else
+                list(TRAIN_VARIANTS if args.mode == "train" else INFER_VARIANTS))
+    known = TRAIN_VARIANTS if args.mode == "train" else INFER_VARIANTS
+    unknown = [v for v in variants if v not in known]
+    if unknown:
+        raise benchlib.BenchError("--variants: unknown for --mode=%s: %s (known: %s)"
+                                  % (args.mode, ",".join(unknown), ",".join(known)))
+    if "fp32-xla" in variants:
+        # Must be set before TensorFlow starts: without it CPU graphs are never clustered.
+        os.environ["TF_XLA_FLAGS"] = (os.environ.get("TF_XLA_FLAGS", "")
+                                      + " --tf_xla_cpu_global_jit").strip()
+    import tensorflow as tf
+
+    import finetune_bench
+    import modeling
+    tf.compat.v1.disable_eager_execution()
+    _, fields = benchlib.load_config(args.config)
+    config = modeling.BertConfig.from_dict(fields)
+    features = finetune_bench.make_features(fields, args.seq_length, "synthetic", args.batch)
+    print(benchlib.machine_line())
+    print("%s %s, seq %d, batch %d: %d variants built in one process, run in turns; "
+          "%d rounds x %d steps" % (args.mode, args.config, args.seq_length, args.batch,
+                                    len(variants), args.rounds, args.steps_per_round),
+          flush=True)
+    built = {variant: build(variant, config, features, args.mode) for variant in variants}
+    wall = {variant: [] for variant in variants}
+    cpu = {variant: [] for variant in variants}
+    loads = []
+    for _ in range(args.rounds):
+        for variant, (session, fetch) in built.items():
+            started, cpu_started = time.perf_counter(), time.process_time()
+            for _ in range(args.steps_per_round):
+                session.run(fetch)
+            wall[variant].append(args.steps_per_round * args.batch
+                                 / (time.perf_counter() - started))
+            cpu[variant].append(args.steps_per_round * args.batch
+                                / (time.process_time() - cpu_started))
+        loads.append(benchlib.load_average())
+    first = variants[0]
+    rows, results = [], []
+    for variant in variants:
+        rate, per_cpu = benchlib.median(wall[variant]), benchlib.median(cpu[variant])
+        rows.append([variant, "%.2f" % rate, "/".join("%.1f" % x for x in wall[variant]),
+                     "%.2fx" % (rate / benchlib.median(wall[first])), "%.2f" % per_cpu,
+                     "%.2fx" % (per_cpu / benchlib.median(cpu[first]))])
+        results.append({"variant": variant, "examples_per_second": rate,
+                        "rounds": wall[variant], "examples_per_cpu_second": per_cpu})
+    print(benchlib.format_table(["variant", "examples/s", "rounds", "vs first",
+                                 "examples/CPU-s", "vs first"], rows))
+    print("load average after each round: %s" % "/".join("%.1f" % x for x in loads))
+    benchlib.write_json(args.json, {"bench": "ablation", "args": vars(args),
+                                    "machine": benchlib.machine_line(), "results": results,
+                                    "load_averages": loads})
+    return 0
+
+
+def main():
+    try:
+        sys.exit(run(make_parser().parse_args()))
+    except benchlib.BenchError as e:
+        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

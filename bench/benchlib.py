@@ -1,0 +1,363 @@
+"""What the benchmarks share: configs, FLOPs, peers, rounds, and worker processes.
+
+Every benchmark runs OUR path and a PEER's path on the same work and prints
+their ratio from one run. Each side lives in its own worker process, started
+once and kept alive, so start-up, graph building and warm-up are paid once and
+never timed; the controller then asks the workers for measured rounds in turn
+(ours, peer, ours, peer, ...), so a change in the machine's background load
+hits both alike, and reports the median of the rounds.
+
+A worker talks to the controller over its stdin/stdout, one JSON object per
+line prefixed with "BENCH " (anything else a library prints there is
+ignored); its stderr goes to a log file named in any error. This module
+imports neither TensorFlow nor torch: the peers may run under another
+interpreter (see `find_peer_python`).
+"""
+
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH_DIR = os.path.join(REPO, "bench")
+PREFIX = "BENCH "
+
+# The two configs the results page reports, as bert_config.json fields.
+# all-MiniLM-L6-v2 uses the exact (erf) GELU; Google's BERT-base the tanh one.
+CONFIGS = {
+    "minilm": dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6,
+                   num_attention_heads=12, intermediate_size=1536, hidden_act="gelu_exact",
+                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                   max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02),
+    "base": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
+                 num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
+                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                 max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02),
+    # For the smoke test: builds and runs in a second.
+    "tiny": dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64, hidden_act="gelu_exact", hidden_dropout_prob=0.1,
+                 attention_probs_dropout_prob=0.1, max_position_embeddings=128,
+                 type_vocab_size=2, initializer_range=0.02),
+}
+
+# Our activation names -> the Hugging Face name of the same function.
+HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
+                  "relu": "relu", "tanh": "tanh", "linear": "linear"}
+
+
+class BenchError(Exception):
+    """A user mistake or a failed worker: reported as one line, exit code 1."""
+
+
+def load_config(name_or_path):
+    """(display name, dict of bert_config.json fields) for minilm, base, tiny or a path."""
+    if name_or_path in CONFIGS:
+        return name_or_path, dict(CONFIGS[name_or_path])
+    if not os.path.isfile(name_or_path):
+        raise BenchError("--config=%s: expected minilm, base, tiny or a bert_config.json path"
+                         % name_or_path)
+    try:
+        with open(name_or_path) as f:
+            fields = json.load(f)
+    except ValueError as e:
+        raise BenchError("--config=%s: not valid JSON (%s)" % (name_or_path, e))
+    defaults = dict(CONFIGS["base"])
+    defaults.update(fields)
+    return os.path.basename(os.path.dirname(os.path.abspath(name_or_path))) or name_or_path, \
+        defaults
+
+
+def forward_flops_per_example(config, seq_length):
+    """Matmul FLOPs of one forward pass of the encoder + pooler on one example.
+
+    Counts 2 FLOPs per multiply-add of every dense layer and of the two
+    attention matmuls (scores and context); embeddings lookups, softmax, layer
+    norm and the tiny classifier are left out, as is usual for MFU.
+    """
+    h, i, layers = config["hidden_size"], config["intermediate_size"], \
+        config["num_hidden_layers"]
+    dense_per_token = 4 * h * h + 2 * h * i
+    attention = 2 * 2 * seq_length * seq_length * h
+    return layers * (2 * dense_per_token * seq_length + attention) + 2 * h * h
+
+
+def training_flops_per_example(config, seq_length):
+    """Forward + backward (twice the forward) matmul FLOPs of one training example."""
+    return 3 * forward_flops_per_example(config, seq_length)
+
+
+def load_average():
+    """The 1-minute load average (what the results page records beside a number)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def have_modules(python, modules):
+    """True if `python` can import every module in `modules`."""
+    if python == sys.executable:
+        import importlib.util
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    code = "import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None " \
+           "for m in sys.argv[1:]))"
+    try:
+        return subprocess.run([python, "-c", code] + list(modules), timeout=60,
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def find_peer_python(modules, explicit=None):
+    """An interpreter that imports `modules` (e.g. torch, transformers), or None.
+
+    Tried in order: `explicit` (--peer_python), $BENCH_PEER_PYTHON, this
+    interpreter, then the separate bench virtualenv `.venv-bench` in the repo
+    (requirements-bench.txt explains when it is needed).
+    """
+    candidates = [explicit, os.environ.get("BENCH_PEER_PYTHON"), sys.executable,
+                  os.path.join(REPO, ".venv-bench", "bin", "python")]
+    for python in candidates:
+        if python and (python == sys.executable or os.path.exists(python)) \
+                and have_modules(python, modules):
+            return python
+    if explicit:
+        raise BenchError("--peer_python=%s cannot import %s" % (explicit, ", ".join(modules)))
+    return None
+
+
+def describe_python(python):
+    return "this interpreter" if python == sys.executable else python
+
+
+class Worker(object):
+    """A benchmark side in its own process, driven one JSON line at a time."""
+
+    def __init__(self, name, command, env=None, start_timeout=1800, log_dir=None):
+        self.name = name
+        self.log_path = os.path.join(log_dir or tempfile.gettempdir(),
+                                     "bench-%s-%d.log" % (name.replace(" ", "_"), os.getpid()))
+        self._log = open(self.log_path, "w")
+        child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+        child_env.update(env or {})
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            cwd=REPO, env=child_env, universal_newlines=True, bufsize=1)
+        self.ready = self.receive(start_timeout)
+
+    def receive(self, timeout=1800):
+        """The next message of the worker (a dict); BenchError if it died or erred."""
+        # A plain readline: the worker always answers (or exits, closing stdout).
+        del timeout
+        while True:
+            line = self._process.stdout.readline()
+            if not line:
+                code = self._process.wait()
+                raise BenchError("worker %r exited with code %s; its log: %s (last line: %s)"
+                                 % (self.name, code, self.log_path, self._last_log_line()))
+            if line.startswith(PREFIX):
+                message = json.loads(line[len(PREFIX):])
+                if "error" in message:
+                    raise BenchError("worker %r: %s (log: %s)"
+                                     % (self.name, message["error"], self.log_path))
+                return message
+
+    def _last_log_line(self):
+        self._log.flush()
+        with open(self.log_path) as f:
+            lines = [l.strip() for l in f if l.strip()]
+        return lines[-1] if lines else "empty"
+
+    def request(self, command, **kwargs):
+        self._process.stdin.write(json.dumps(dict(kwargs, command=command)) + "\n")
+        self._process.stdin.flush()
+        return self.receive()
+
+    def close(self):
+        if self._process.poll() is None:
+            try:
+                self._process.stdin.write(json.dumps({"command": "stop"}) + "\n")
+                self._process.stdin.close()
+                self._process.wait(timeout=120)
+            except (OSError, subprocess.TimeoutExpired):
+                self._process.kill()
+                self._process.wait()
+        self._log.close()
+
+
+def send(message):
+    """Worker side: one message to the controller."""
+    sys.stdout.write(PREFIX + json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def commands():
+    """Worker side: the controller's commands, one dict at a time, until stop or EOF."""
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        message = json.loads(line)
+        if message.get("command") == "stop":
+            return
+        yield message
+
+
+def run_worker(serve):
+    """Worker side: `serve()` with any exception reported as an error message."""
+    try:
+        serve()
+    except Exception as e:  # noqa: BLE001 - reported to the controller, then re-raised
+        send({"error": "%s: %s" % (type(e).__name__, " ".join(str(e).split())[:500])})
+        raise
+
+
+def runnable_others(samples=10, interval=0.05):
+    """Mean number of runnable threads on the machine, besides the one asking.
+
+    From /proc/stat's procs_running, which counts the threads running or
+    waiting for a core right now; sampled a few times. NaN where unknown.
+    """
+    counts = []
+    for _ in range(samples):
+        try:
+            with open("/proc/stat") as f:
+                line = next(l for l in f if l.startswith("procs_running"))
+            counts.append(int(line.split()[1]) - 1)
+        except (OSError, StopIteration, ValueError):
+            return float("nan")
+        time.sleep(interval)
+    return sum(counts) / float(len(counts))
+
+
+def wait_for_quiet(max_wait_seconds, threshold=0.5):
+    """Waits (at most max_wait_seconds) until almost nothing else is runnable.
+
+    On a machine shared with other work, a round measured while another
+    process holds a core says more about that process than about the side
+    measured; PyTorch's OpenMP threads in particular slow down several-fold
+    when a core is taken from them, TensorFlow's thread pool much less. So
+    each round starts when the others' runnable threads average at most
+    `threshold`, or after the wait. Returns (runnable others, seconds waited).
+    """
+    started = time.time()
+    while True:
+        others = runnable_others()
+        waited = time.time() - started
+        if not others > threshold or waited >= max_wait_seconds:
+            return others, waited
+        time.sleep(1.0)
+
+
+def alternate_rounds(workers, rounds, max_wait_seconds=0, **request):
+    """name -> list of per-round results, the workers taking turns each round.
+
+    With max_wait_seconds, each round waits for a quiet machine first (see
+    wait_for_quiet); the others' runnable threads before the round and the
+    load average after it are recorded with the round.
+    """
+    results = {name: [] for name in workers}
+    for _ in range(rounds):
+        for name, worker in workers.items():
+            others, waited = (wait_for_quiet(max_wait_seconds) if max_wait_seconds
+                              else (float("nan"), 0.0))
+            message = worker.request("round", **request)
+            message["load_average"] = load_average()
+            message["others_runnable_before"] = others
+            message["waited_seconds"] = waited
+            results[name].append(message)
+    return results
+
+
+def final_peaks(precisions, peer_python=None, size=2048, max_wait_seconds=0):
+    """precision -> best matmul GFLOP/s of TensorFlow (and the peer's torch), re-measured.
+
+    Runs bench/matmul_peak.py after the rounds (waiting for a quiet machine
+    first when asked); the benches combine it with the peaks their workers
+    measured at start-up and keep the highest.
+    """
+    best = {}
+    frameworks = [("tf", sys.executable)]
+    if peer_python and have_modules(peer_python, ("torch",)):
+        frameworks.append(("torch", peer_python))
+    for framework, python in frameworks:
+        if max_wait_seconds:
+            wait_for_quiet(max_wait_seconds)
+        try:
+            out = subprocess.run(
+                [python, os.path.join(BENCH_DIR, "matmul_peak.py"), "--framework=" + framework,
+                 "--precision=" + ",".join(precisions), "--size=%d" % size],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
+                timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).stdout
+            peaks = json.loads(out.strip().splitlines()[-1])
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+            continue
+        for precision, value in peaks.items():
+            best[precision] = max(best.get(precision, 0.0), value)
+    return best
+
+
+def close_all(workers):
+    for worker in workers.values():
+        worker.close()
+
+
+def format_table(header, rows):
+    """Fixed-width text table; rows are lists of already formatted cells."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    lines = ["  ".join(str(cell).rjust(width) if i else str(cell).ljust(width)
+                       for i, (cell, width) in enumerate(zip(row, widths)))
+             for row in [header] + rows]
+    return "\n".join(lines)
+
+
+def machine_line():
+    """CPU model, core count, bf16 units and load: printed on top of every result."""
+    model, flags = "unknown CPU", []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown CPU":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    bf16 = [flag for flag in ("amx_bf16", "avx512_bf16") if flag in flags]
+    return "%s, %d CPUs, bf16 units: %s, load average %.2f" % (
+        model, os.cpu_count() or 0, ",".join(bf16) or "none", load_average())
+
+
+def write_json(path, payload):
+    if path:
+        with open(path + ".partial", "w") as f:
+            json.dump(payload, f, indent=1, sort_keys=True)
+        os.replace(path + ".partial", path)
+
+
+def seconds_since(start):
+    return time.perf_counter() - start
+
+
+def ratio(ours, peer):
+    return ours / peer if peer and not math.isnan(peer) else float("nan")
+
+
+def scratch_dir(prefix):
+    """A temporary folder, removed by the caller with remove_tree."""
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def remove_tree(path):
+    shutil.rmtree(path, ignore_errors=True)

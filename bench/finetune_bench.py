@@ -1,0 +1,438 @@
+"""Fine-tuning examples/s of our Estimator path against PyTorch + transformers, in one run.
+
+    python bench/finetune_bench.py --config=minilm --seq_length=128 --batch=32 \
+        --precision=bf16 --rounds=3 --steps_per_round=8
+
+OURS is what `run_custom_classifier.py` runs: `training.build_model_fn` with the
+classifier head, `optimization.create_train_op` (AdamW), the TFRecord
+input_fn of `input_pipeline`, the RunConfig of `distribution` (replicas,
+precision, XLA), inside `tf.estimator.Estimator.train`. A hook blocks between
+rounds, so one Estimator session serves every round and nothing but training
+steps is timed.
+
+The PEER (bench/torch_peer.py, under an interpreter with torch and
+transformers; see `benchlib.find_peer_python`) trains
+`BertForSequenceClassification` of the same config with torch.optim.AdamW on
+the same batches: fp32 eager, and bf16 under torch.autocast. Both sides use
+every CPU (2 threads here), dropout on, random initial weights (speed does
+not depend on them), and the same examples: random token ids filling the
+whole sequence (`--data=synthetic`, the FLOPs count assumes this), or the
+real movie-review sentences tokenized to `--seq_length` (`--data=polarity`).
+
+Printed per side: examples/s (median of --rounds rounds of --steps_per_round
+optimizer steps each, after --warmup_steps unmeasured ones, the sides taking
+turns), model FLOPs per example, achieved GFLOP/s and MFU: the fraction of the
+machine's matmul peak at the same precision, measured at start-up with a
+2048^3 matmul by each framework (the higher of the two is the peak).
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+sys.path.insert(0, benchlib.REPO)
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="minilm",
+                        help="minilm, base, tiny or a path to a bert_config.json.")
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32,
+                        help="GLOBAL batch (examples per optimizer step, all replicas).")
+    parser.add_argument("--precision", default="fp32,bf16",
+                        help="Comma-separated: fp32, bf16 (fp16 is never benchmarked on "
+                             "a CPU: no fp16 units, hundreds of times slower).")
+    parser.add_argument("--replicas", default="1",
+                        help="Comma-separated CPU replica counts for ours, e.g. 1,2 (the "
+                             "global batch is split between them).")
+    parser.add_argument("--use_xla", action="store_true", help="Ours with XLA JIT.")
+    parser.add_argument("--data", choices=["synthetic", "polarity"], default="synthetic")
+    parser.add_argument("--padding", default="longest",
+                        help="Comma-separated, one ours side each: 'longest' (what the "
+                             "toolkit does: each batch cut to its longest sequence, rounded "
+                             "up to 16), 'full' (every batch padded to --seq_length), "
+                             "'bucketed' (longest, with pools of 64 batches sorted by length). "
+                             "The peer pads to the batch's longest (rounded up to 16) unless "
+                             "only 'full' is asked for.")
+    parser.add_argument("--padding_mode", default="longest", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max_wait", type=float, default=0,
+                        help="Seconds each round may wait for a quiet machine (nothing "
+                             "else runnable) before it starts; 0: no wait.")
+    parser.add_argument("--steps_per_round", type=int, default=8)
+    parser.add_argument("--warmup_steps", type=int, default=3)
+    parser.add_argument("--peak_size", type=int, default=2048,
+                        help="n of the n^3 matmul that measures the peak.")
+    parser.add_argument("--peer", choices=["auto", "none"], default="auto",
+                        help="none: measure ours only.")
+    parser.add_argument("--peer_python", help="Interpreter with torch + transformers.")
+    parser.add_argument("--json", help="Also write the results here.")
+    parser.add_argument("--profile", action="store_true",
+                        help="Instead of rounds: trace --steps_per_round steps of ours (first "
+                             "precision, first replica count) and print where the time goes, "
+                             "by TensorFlow op type.")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--features", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--num_replicas", type=int, default=1, help=argparse.SUPPRESS)
+    return parser
+
+
+def make_features(config, seq_length, data, num_examples, seed=0):
+    """dict of int32 arrays [n, seq]: input_ids, input_mask, segment_ids, label_ids [n]."""
+    rng = np.random.RandomState(seed)
+    if data == "synthetic":
+        vocab_size = config["vocab_size"]
+        # Ids above the special tokens (and, in a real vocabulary, the unused ones).
+        ids = rng.randint(1000 if vocab_size > 2000 else 5, vocab_size,
+                          size=(num_examples, seq_length))
+        mask = np.ones_like(ids)
+    else:
+        import csv
+        import assets
+        import tokenization
+        source = os.path.join(assets.corpora_dir(), "polarity-en-pang&lee2.csv")
+        with open(source, encoding="utf-8-sig", newline="") as f:
+            rows = [(label, text.strip()) for label, text in csv.reader(f)]
+        rows = [rows[i] for i in rng.permutation(len(rows))[:num_examples]]
+        tokenizer = tokenization.FullTokenizer(
+            os.path.join(assets.minilm_dir(), "vocab.txt"), True)
+        ids, mask, _ = tokenizer.encode_pairs([text for _, text in rows], None, seq_length)
+    return {"input_ids": ids.astype(np.int32), "input_mask": mask.astype(np.int32),
+            "segment_ids": np.zeros_like(ids, dtype=np.int32),
+            "label_ids": rng.randint(0, 2, size=len(ids)).astype(np.int32)}
+
+
+# -- ours: the Estimator worker ------------------------------------------------------
+
+
+def serve_ours(args):
+    import time
+
+    import tensorflow as tf
+
+    import classifier
+    import distribution
+    import input_pipeline
+    import modeling
+    import training
+
+    tf1 = tf.compat.v1
+    peak = measure_tf_peak(args.precision, args.peak_size)
+    _, config_fields = benchlib.load_config(args.config)
+    bert_config = modeling.BertConfig.from_dict(config_fields)
+    features = dict(np.load(args.features))
+    record_path = os.path.join(args.workdir, "train.tf_record")
+    rows = ({name: values[i] for name, values in features.items()}
+            for i in range(len(features["input_ids"])))
+    input_pipeline.write_tfrecord(record_path, rows)
+    spec = classifier.feature_spec(args.seq_length, 2, False)
+    per_replica_batch = args.batch // args.num_replicas
+    plan = distribution.plan_steps(10 ** 8, 10, per_replica_batch, args.num_replicas, 1)
+    model_fn = training.build_model_fn(
+        bert_config, classifier.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
+        precision=args.precision, log_every_n_steps=10 ** 7)
+    devices = distribution.replica_devices(False, 1, args.num_replicas)
+    model_dir = os.path.join(args.workdir, "model")
+    run_config = distribution.make_run_config(model_dir, devices, use_xla=args.use_xla,
+                                              save_checkpoints_steps=10 ** 8, seed=1)
+    estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+    # As fine_tuning.run_task builds it: batches cut to their longest sequence.
+    trim = () if args.padding_mode == "full" else \
+        input_pipeline.trimmable_token_features(spec)
+    input_fn = input_pipeline.make_input_fn(record_path, spec, per_replica_batch, True,
+                                            seed=1, trim_to_longest_of=trim,
+                                            bucket_by_length=args.padding_mode == "bucketed")
+    commands = benchlib.commands()
+
+    class RoundHook(tf1.train.SessionRunHook):
+        """Warm-up, then rounds on request; blocks between them (nothing timed there)."""
+
+        def __init__(self):
+            self.calls = 0
+            self.round_steps = None
+            self.started = None
+            self.op_times = {}
+
+        def before_run(self, run_context):
+            if args.profile and self.round_steps:
+                return tf1.train.SessionRunArgs(None, options=tf1.RunOptions(
+                    trace_level=tf1.RunOptions.FULL_TRACE))
+            return None
+
+        def after_run(self, run_context, run_values):
+            self.calls += 1
+            if args.profile and self.round_steps and run_values.run_metadata is not None:
+                add_op_times(self.op_times, run_values.run_metadata)
+            if self.round_steps is None:
+                if self.calls < args.warmup_steps:
+                    return
+                benchlib.send({"ready": True, "peak_gflops": peak})
+            else:
+                self.round_steps -= 1
+                if self.round_steps:
+                    return
+                seconds = time.perf_counter() - self.started
+                cpu = time.process_time() - self.cpu_started
+                benchlib.send({"examples_per_second": self.steps * args.batch / seconds,
+                               "seconds": seconds, "cpu_seconds": cpu,
+                               "op_seconds": dict(self.op_times)})
+                self.op_times.clear()
+            command = next(commands, None)
+            if command is None:
+                run_context.request_stop()
+                self.round_steps = 1  # the stop takes effect after this run
+                return
+            self.steps = self.round_steps = int(command.get("steps", args.steps_per_round))
+            self.started = time.perf_counter()
+            self.cpu_started = time.process_time()
+
+    estimator.train(input_fn, max_steps=10 ** 8, hooks=[RoundHook()])
+
+
+def add_op_times(op_times, run_metadata):
+    """Adds each traced op's wall time (s) to op_times[op type]; time on both cores adds."""
+    for device in run_metadata.step_stats.dev_stats:
+        if "/cpu:" not in device.device.lower() and "/device:cpu:" not in device.device.lower():
+            continue
+        for node in device.node_stats:
+            label = node.timeline_label
+            # "name = OpType(inputs)"; fall back on the node name.
+            op = label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label \
+                else node.node_name.split(":")[0]
+            seconds = (node.all_end_rel_micros or node.op_end_rel_micros) / 1e6
+            op_times[op] = op_times.get(op, 0.0) + seconds
+            part = "part: " + model_part(node.node_name)
+            op_times[part] = op_times.get(part, 0.0) + seconds
+
+
+# Which part of the model a node belongs to, from its name; first match wins.
+_PARTS = (("dropout", "dropout"), ("LayerNorm", "layer norm"), ("moments", "layer norm"),
+          ("attention/self", "self-attention"), ("attention/output", "attention output"),
+          ("intermediate", "feed-forward in + GELU"), ("/output/", "feed-forward out"),
+          ("embeddings", "embeddings"), ("pooler", "pooler"), ("loss", "loss"),
+          ("output_weights", "classifier"))
+
+
+def model_part(node_name):
+    """'forward: self-attention', 'backward: dropout', 'optimizer', ... for a node name."""
+    direction = "backward" if node_name.startswith("gradients") else "forward"
+    for pattern, part in _PARTS:
+        if pattern in node_name:
+            return "%s: %s" % (direction, part)
+    if direction == "forward" and not node_name.startswith("bert/"):
+        return "optimizer and the rest"
+    return "%s: other" % direction
+
+
+def measure_tf_peak(precision, n=2048, repeats=5):
+    """GFLOP/s of TensorFlow's best n^3 matmul at `precision` (eager, all threads)."""
+    import time
+
+    import tensorflow as tf
+    dtype = tf.bfloat16 if precision == "bf16" else tf.float32
+    a = tf.cast(tf.random.uniform([n, n]), dtype)
+    b = tf.cast(tf.random.uniform([n, n]), dtype)
+    matmul = tf.function(tf.matmul)
+    matmul(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - started)
+    return 2.0 * n ** 3 / best / 1e9
+
+
+# -- controller ----------------------------------------------------------------------
+
+
+def run(args):
+    _, config = benchlib.load_config(args.config)
+    precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
+    for precision in precisions:
+        if precision not in ("fp32", "bf16"):
+            raise benchlib.BenchError("--precision=%s: expected fp32 and/or bf16 (fp16 on a "
+                                      "CPU is not benchmarked: no fp16 units)" % precision)
+    replica_counts = [int(r) for r in args.replicas.split(",")]
+    paddings = [m.strip() for m in args.padding.split(",") if m.strip()]
+    if not paddings or set(paddings) - {"longest", "full", "bucketed"}:
+        raise benchlib.BenchError("--padding=%s: expected longest, full and/or bucketed"
+                                  % args.padding)
+    for count in replica_counts:
+        if count < 1 or args.batch % count:
+            raise benchlib.BenchError("--replicas=%d must divide --batch=%d"
+                                      % (count, args.batch))
+    if args.seq_length > config["max_position_embeddings"]:
+        raise benchlib.BenchError("--seq_length=%d exceeds the config's "
+                                  "max_position_embeddings %d"
+                                  % (args.seq_length, config["max_position_embeddings"]))
+    peer_python = None
+    if args.peer == "auto":
+        peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
+    flops = benchlib.training_flops_per_example(config, args.seq_length)
+    print(benchlib.machine_line())
+    print("fine-tuning %s, seq %d, global batch %d, data %s%s; %.2f GFLOP per example; "
+          "%d rounds x %d steps after %d warm-up steps, sides alternating"
+          % (args.config, args.seq_length, args.batch, args.data,
+             ", padding %s" % args.padding if args.data != "synthetic" else "", flops / 1e9,
+             args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
+    workdir = benchlib.scratch_dir("finetune_bench_")
+    results = []
+    try:
+        features = make_features(config, args.seq_length, args.data,
+                                 max(8 * args.batch, 256))
+        features_path = os.path.join(workdir, "features.npz")
+        np.savez(features_path, **features)
+        if args.data != "synthetic":
+            real = features["input_mask"].sum(axis=1).mean()
+            print("mean real tokens per example: %.1f of %d" % (real, args.seq_length))
+        if args.profile:
+            return profile(args, features_path, workdir, precisions[0], replica_counts[0])
+        workers = {}
+        try:
+            # Started one after the other (each warms up alone), then measured in
+            # turns: every side sees the same background load.
+            for precision, count, padding in [(p, c, m) for p in precisions
+                                              for c in replica_counts for m in paddings]:
+                name = "ours %s%s%s%s" % (
+                    precision, " x%d replicas" % count if count > 1 else "",
+                    " xla" if args.use_xla else "",
+                    " pad %s" % padding if len(paddings) > 1 else "")
+                sub = os.path.join(workdir, "%s-%d-%s" % (precision, count, padding))
+                os.makedirs(sub)
+                command = [sys.executable, os.path.abspath(__file__), "--worker=ours",
+                           "--features=%s" % features_path, "--workdir=%s" % sub,
+                           "--num_replicas=%d" % count, "--precision=%s" % precision,
+                           "--padding_mode=%s" % padding]
+                workers[name] = benchlib.Worker(name, command + passthrough(args))
+            if peer_python:
+                for precision in precisions:
+                    name = "torch %s" % ("fp32 eager" if precision == "fp32"
+                                         else "bf16 autocast")
+                    command = [peer_python, os.path.join(benchlib.BENCH_DIR, "torch_peer.py"),
+                               "--mode=train", "--features=%s" % features_path,
+                               "--precision=%s" % precision, "--config=%s" % args.config,
+                               "--batch=%d" % args.batch,
+                               "--warmup_steps=%d" % args.warmup_steps,
+                               "--peak_size=%d" % args.peak_size]
+                    if paddings != ["full"]:
+                        command.append("--pad_to_longest")
+                    workers[name] = benchlib.Worker(name, command)
+            rounds = benchlib.alternate_rounds(workers, args.rounds, args.max_wait,
+                                               steps=args.steps_per_round)
+        finally:
+            benchlib.close_all(workers)
+        peaks = benchlib.final_peaks(precisions, peer_python, args.peak_size, args.max_wait)
+        for name, side_rounds in rounds.items():
+            precision = "bf16" if "bf16" in name else "fp32"
+            # The machine's peak: the best either framework reached at this precision,
+            # at start-up or re-measured after the rounds.
+            peak = max([w.ready.get("peak_gflops", 0.0) for n, w in workers.items()
+                        if ("bf16" in n) == (precision == "bf16")]
+                       + [peaks.get(precision, 0.0)])
+            rate = benchlib.median([r["examples_per_second"] for r in side_rounds])
+            results.append({
+                "side": name, "precision": precision, "examples_per_second": rate,
+                "rounds": [r["examples_per_second"] for r in side_rounds],
+                "load_averages": [r["load_average"] for r in side_rounds],
+                "others_runnable": [r["others_runnable_before"] for r in side_rounds],
+                # Busy share of the cores while the side ran (1.0 = all of them).
+                "cpu_utilisation": benchlib.median(
+                    [r["cpu_seconds"] / (r["seconds"] * (os.cpu_count() or 1))
+                     for r in side_rounds]),
+                "gflops_per_example": flops / 1e9,
+                "achieved_gflops": rate * flops / 1e9, "peak_gflops": peak,
+                "mfu": rate * flops / 1e9 / peak if peak else float("nan"),
+                "peak_by_side": workers[name].ready.get("peak_gflops")})
+    finally:
+        benchlib.remove_tree(workdir)
+    print_results(results, peer_python, args)
+    benchlib.write_json(args.json, {"bench": "fine-tuning", "args": vars(args),
+                                    "machine": benchlib.machine_line(),
+                                    "results": results})
+    return 0
+
+
+def profile(args, features_path, workdir, precision, count):
+    """Traces ours for one round and prints the op types that take the time."""
+    command = [sys.executable, os.path.abspath(__file__), "--worker=ours", "--profile",
+               "--features=%s" % features_path, "--workdir=%s" % workdir,
+               "--padding_mode=%s" % args.padding.split(",")[0],
+               "--num_replicas=%d" % count, "--precision=%s" % precision]
+    worker = benchlib.Worker("ours profile", command + passthrough(args))
+    try:
+        result = worker.request("round", steps=args.steps_per_round)
+    finally:
+        worker.close()
+    parts = {name[len("part: "):]: t for name, t in result["op_seconds"].items()
+             if name.startswith("part: ")}
+    op_seconds = {name: t for name, t in result["op_seconds"].items()
+                  if not name.startswith("part: ")}
+    total = sum(op_seconds.values())
+    wall = result["seconds"] / args.steps_per_round
+    print("ours %s, %d replica(s), traced: %.3f s wall per step (tracing slows it), %.3f s "
+          "of op time per step (the cores' times add up)"
+          % (precision, count, wall, total / args.steps_per_round))
+    rows = [[op, "%.1f" % (1000 * t / args.steps_per_round), "%.1f%%" % (100 * t / total)]
+            for op, t in sorted(op_seconds.items(), key=lambda item: -item[1])[:30]]
+    print(benchlib.format_table(["op type", "ms per step", "share"], rows))
+    rows = [[part, "%.1f" % (1000 * t / args.steps_per_round), "%.1f%%" % (100 * t / total)]
+            for part, t in sorted(parts.items(), key=lambda item: -item[1])]
+    print(benchlib.format_table(["part of the model", "ms per step", "share"], rows))
+    return 0
+
+
+def passthrough(args):
+    """The controller's flags that a worker needs too."""
+    out = ["--config=%s" % args.config, "--seq_length=%d" % args.seq_length,
+           "--batch=%d" % args.batch, "--warmup_steps=%d" % args.warmup_steps,
+           "--peak_size=%d" % args.peak_size,
+           "--steps_per_round=%d" % args.steps_per_round]
+    if args.use_xla:
+        out.append("--use_xla")
+    return out
+
+
+def print_results(results, peer_python, args):
+    header = ["side", "examples/s", "rounds", "GFLOP/s", "peak GFLOP/s", "MFU", "load avg",
+              "others runnable"]
+    rows = [[r["side"], "%.2f" % r["examples_per_second"],
+             "/".join("%.1f" % x for x in r["rounds"]), "%.0f" % r["achieved_gflops"],
+             "%.0f" % r["peak_gflops"], "%.1f%%" % (100 * r["mfu"]),
+             "/".join("%.1f" % x for x in r["load_averages"]),
+             "/".join("%.1f" % x for x in r.get("others_runnable", []))] for r in results]
+    print(benchlib.format_table(header, rows))
+    if not peer_python:
+        print("peer skipped: %s" % ("--peer=none" if args.peer == "none" else
+                                    "no interpreter with torch + transformers found (see "
+                                    "requirements-bench.txt)"))
+        return
+    print("peer ran in a subprocess under %s" % benchlib.describe_python(peer_python))
+    peers = [r for r in results if not r["side"].startswith("ours")]
+    for r in results:
+        if r["side"].startswith("ours"):
+            print("%s / %s" % (r["side"], ", ".join("%s %.2fx" % (peer["side"], benchlib.ratio(
+                r["examples_per_second"], peer["examples_per_second"])) for peer in peers)))
+
+
+def main():
+    args = make_parser().parse_args()
+    if args.worker == "ours":
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        benchlib.run_worker(lambda: serve_ours(args))
+        return
+    try:
+        sys.exit(run(args))
+    except benchlib.BenchError as e:
+        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""SavedModel inference examples/s against PyTorch + transformers and onnxruntime, in one run.
+
+    python bench/inference_bench.py --config=minilm --seq_length=128 --batch=32 \
+        --precision=fp32,bf16 --rounds=3 --steps_per_round=10
+
+OURS is the SavedModel users serve: the classifier's model_fn exported by
+`training.export_for_serving` (inference precision = --precision), loaded
+with `tf.saved_model.load` and called through its serving_default signature,
+exactly as serving_server.py does (without HTTP). Without --export_dir the
+model has random weights (speed does not depend on them); with --export_dir
+an existing export is measured instead (its sequence length wins).
+
+PEERS (bench/torch_peer.py, under an interpreter with torch and transformers):
+`BertForSequenceClassification` of the same config in eval mode under
+torch.inference_mode, fp32 and bf16 autocast; and that model exported to ONNX
+and run by onnxruntime (fp32), when onnxruntime and onnx are installed.
+
+Every side runs the same batches of --batch examples (random token ids that
+fill the whole sequence) with every CPU; examples/s is the median of --rounds
+rounds of --steps_per_round batches, after warm-up, the sides taking turns.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+import finetune_bench  # noqa: E402
+
+sys.path.insert(0, benchlib.REPO)
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="minilm",
+                        help="minilm, base, tiny or a path to a bert_config.json.")
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--precision", default="fp32,bf16",
+                        help="Comma-separated: fp32, bf16 (never fp16 on a CPU).")
+    parser.add_argument("--export_dir", help="Measure this export (a version folder or "
+                        "its parent) instead of a fresh random one.")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max_wait", type=float, default=0,
+                        help="Seconds each round may wait for a quiet machine (nothing "
+                             "else runnable) before it starts; 0: no wait.")
+    parser.add_argument("--steps_per_round", type=int, default=10)
+    parser.add_argument("--warmup_steps", type=int, default=3)
+    parser.add_argument("--peak_size", type=int, default=2048,
+                        help="n of the n^3 matmul that measures the peak.")
+    parser.add_argument("--peer", choices=["auto", "none"], default="auto")
+    parser.add_argument("--peer_python", help="Interpreter with torch + transformers.")
+    parser.add_argument("--json", help="Also write the results here.")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--features", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    return parser
+
+
+def export_random_model(config_fields, seq_length, precision, workdir):
+    """Exports the classifier with random weights at `precision`; returns the version dir."""
+    import tensorflow as tf
+
+    import classifier
+    import distribution
+    import modeling
+    import training
+    tf1 = tf.compat.v1
+    bert_config = modeling.BertConfig.from_dict(config_fields)
+    plan = distribution.plan_steps(1, 0, 1, 1, 1)
+    model_fn = training.build_model_fn(
+        bert_config, classifier.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
+        inference_precision=precision)
+    checkpoint = os.path.join(workdir, "random", "model.ckpt")
+    with tf.Graph().as_default():
+        inputs = {name: tf1.placeholder(tf.int32, [None, seq_length], name=name)
+                  for name in training.SERVING_INPUTS}
+        tf1.train.get_or_create_global_step()
+        model_fn(inputs, None, tf.estimator.ModeKeys.PREDICT, None)
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            tf1.train.Saver().save(session, checkpoint, write_meta_graph=False)
+    estimator = tf.estimator.Estimator(model_fn=model_fn,
+                                       model_dir=os.path.join(workdir, "random"))
+    return training.export_for_serving(estimator, os.path.join(workdir, "serving"),
+                                       seq_length, {}, checkpoint_path=checkpoint)
+
+
+def serve_ours(args):
+    import time
+
+    import tensorflow as tf
+
+    import serving_client
+    peak = finetune_bench.measure_tf_peak(args.precision, args.peak_size)
+    if args.export_dir:
+        _, version_dir = serving_client.resolve_version_dir(args.export_dir)
+    else:
+        _, fields = benchlib.load_config(args.config)
+        version_dir = export_random_model(fields, args.seq_length, args.precision,
+                                          args.workdir)
+    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    features = dict(np.load(args.features))
+    count = len(features["input_ids"])
+    state = {"start": 0}
+
+    def step():
+        rows = np.arange(state["start"], state["start"] + args.batch) % count
+        state["start"] = (state["start"] + args.batch) % count
+        outputs = signature(input_ids=tf.constant(features["input_ids"][rows]),
+                            input_mask=tf.constant(features["input_mask"][rows]),
+                            segment_ids=tf.constant(features["segment_ids"][rows]))
+        outputs["probabilities"].numpy()
+
+    for _ in range(args.warmup_steps):
+        step()
+    benchlib.send({"ready": True, "peak_gflops": peak, "export": version_dir})
+    for command in benchlib.commands():
+        steps = int(command.get("steps", 1))
+        started, cpu_started = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step()
+        seconds = time.perf_counter() - started
+        benchlib.send({"examples_per_second": steps * args.batch / seconds,
+                       "seconds": seconds, "cpu_seconds": time.process_time() - cpu_started})
+
+
+def export_seq_length(export_dir):
+    import serving_client
+    _, config_file = serving_client.resolve_assets(export_dir)
+    return serving_client.load_serving_config(config_file)["max_seq_length"]
+
+
+def run(args):
+    _, config = benchlib.load_config(args.config)
+    precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
+    for precision in precisions:
+        if precision not in ("fp32", "bf16"):
+            raise benchlib.BenchError("--precision=%s: expected fp32 and/or bf16" % precision)
+    if args.export_dir:
+        args.seq_length = export_seq_length(args.export_dir)
+        if len(precisions) > 1:
+            raise benchlib.BenchError("--export_dir: the export has one precision; give "
+                                      "it as --precision (fp32 or bf16)")
+    peer_python = None
+    ort = False
+    if args.peer == "auto":
+        peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
+        ort = peer_python is not None and benchlib.have_modules(
+            peer_python, ("onnxruntime", "onnx"))
+    flops = benchlib.forward_flops_per_example(config, args.seq_length)
+    print(benchlib.machine_line())
+    print("inference %s, seq %d, batch %d; %.2f GFLOP per example; %d rounds x %d batches "
+          "after %d warm-up batches, sides alternating"
+          % (args.export_dir or args.config, args.seq_length, args.batch, flops / 1e9,
+             args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
+    workdir = benchlib.scratch_dir("inference_bench_")
+    workers = {}
+    try:
+        features = finetune_bench.make_features(config, args.seq_length, "synthetic",
+                                                max(4 * args.batch, 128))
+        features_path = os.path.join(workdir, "features.npz")
+        np.savez(features_path, **features)
+        for precision in precisions:
+            sub = os.path.join(workdir, precision)
+            os.makedirs(sub)
+            command = [sys.executable, os.path.abspath(__file__), "--worker=ours",
+                       "--features=%s" % features_path, "--workdir=%s" % sub,
+                       "--precision=%s" % precision, "--config=%s" % args.config,
+                       "--seq_length=%d" % args.seq_length, "--batch=%d" % args.batch,
+                       "--warmup_steps=%d" % args.warmup_steps,
+                       "--peak_size=%d" % args.peak_size]
+            if args.export_dir:
+                command.append("--export_dir=%s" % args.export_dir)
+            workers["ours SavedModel %s" % precision] = benchlib.Worker(
+                "ours SavedModel %s" % precision, command)
+        if peer_python:
+            peers = [("torch %s" % ("fp32 eager" if p == "fp32" else "bf16 autocast"),
+                      "infer", p) for p in precisions]
+            if ort:
+                peers.append(("onnxruntime fp32", "onnx", "fp32"))
+            for name, mode, precision in peers:
+                command = [peer_python, os.path.join(benchlib.BENCH_DIR, "torch_peer.py"),
+                           "--mode=%s" % mode, "--features=%s" % features_path,
+                           "--precision=%s" % precision, "--config=%s" % args.config,
+                           "--batch=%d" % args.batch, "--warmup_steps=%d" % args.warmup_steps,
+                           "--peak_size=%d" % args.peak_size]
+                workers[name] = benchlib.Worker(name, command)
+        rounds = benchlib.alternate_rounds(workers, args.rounds, args.max_wait,
+                                           steps=args.steps_per_round)
+    finally:
+        benchlib.close_all(workers)
+        benchlib.remove_tree(workdir)
+    results = []
+    peaks = benchlib.final_peaks(precisions, peer_python, args.peak_size, args.max_wait)
+    for name, side_rounds in rounds.items():
+        bf16 = "bf16" in name
+        # The best either framework reached, at start-up or re-measured after the rounds.
+        peak = max([w.ready.get("peak_gflops", 0.0) for n, w in workers.items()
+                    if ("bf16" in n) == bf16] + [peaks.get("bf16" if bf16 else "fp32", 0.0)])
+        rate = benchlib.median([r["examples_per_second"] for r in side_rounds])
+        results.append({"side": name, "precision": "bf16" if bf16 else "fp32",
+                        "examples_per_second": rate,
+                        "rounds": [r["examples_per_second"] for r in side_rounds],
+                        "load_averages": [r["load_average"] for r in side_rounds],
+                        "others_runnable": [r["others_runnable_before"] for r in side_rounds],
+                        "gflops_per_example": flops / 1e9, "peak_gflops": peak,
+                        "achieved_gflops": rate * flops / 1e9,
+                        "mfu": rate * flops / 1e9 / peak if peak else float("nan")})
+    finetune_bench.print_results(results, peer_python, args)
+    if peer_python and not ort:
+        print("onnxruntime skipped: the peer interpreter lacks onnxruntime or onnx")
+    benchlib.write_json(args.json, {"bench": "inference", "args": vars(args),
+                                    "machine": benchlib.machine_line(),
+                                    "results": results})
+    return 0
+
+
+def main():
+    args = make_parser().parse_args()
+    if args.worker == "ours":
+        benchlib.run_worker(lambda: serve_ours(args))
+        return
+    try:
+        sys.exit(run(args))
+    except benchlib.BenchError as e:
+        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

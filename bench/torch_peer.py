@@ -1,0 +1,170 @@
+"""The peer side of finetune_bench.py and inference_bench.py: PyTorch + transformers.
+
+Runs under any interpreter that has torch and transformers (it imports no
+TensorFlow and nothing of the toolkit but bench/benchlib.py), as a worker
+driven by the controller over stdin/stdout (see benchlib).
+
+    --mode=train   BertForSequenceClassification, torch.optim.AdamW, one
+                   optimizer step per batch, dropout on.
+    --mode=infer   the same model in eval mode under torch.inference_mode.
+    --mode=onnx    that model exported to ONNX (opset 17) and run by onnxruntime
+                   (needs onnxruntime and onnx as well).
+
+--precision=bf16 runs the model under torch.autocast(cpu, bfloat16), the way
+transformers users get bf16 on a CPU (onnx: fp32 only).
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+
+def make_model(config_name, num_labels=2):
+    import transformers
+    _, fields = benchlib.load_config(config_name)
+    config = transformers.BertConfig(
+        vocab_size=fields["vocab_size"], hidden_size=fields["hidden_size"],
+        num_hidden_layers=fields["num_hidden_layers"],
+        num_attention_heads=fields["num_attention_heads"],
+        intermediate_size=fields["intermediate_size"],
+        hidden_act=benchlib.HF_ACTIVATIONS[fields["hidden_act"]],
+        hidden_dropout_prob=fields["hidden_dropout_prob"],
+        attention_probs_dropout_prob=fields["attention_probs_dropout_prob"],
+        max_position_embeddings=fields["max_position_embeddings"],
+        type_vocab_size=fields["type_vocab_size"], layer_norm_eps=1e-12,
+        num_labels=num_labels)
+    return transformers.BertForSequenceClassification(config)
+
+
+def measure_torch_peak(precision, n=2048, repeats=5):
+    import torch
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a = torch.rand(n, n).to(dtype)
+    b = torch.rand(n, n).to(dtype)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - started)
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def batches(features, batch_size, pad_to_longest=False):
+    """Endless batches (dicts of torch tensors) cycling through the examples.
+
+    pad_to_longest: cut each batch to its longest sequence rounded up to 16,
+    as transformers' DataCollatorWithPadding(pad_to_multiple_of=16) pads.
+    """
+    import torch
+    count = len(features["input_ids"])
+    start = 0
+    while True:
+        rows = np.arange(start, start + batch_size) % count
+        start = (start + batch_size) % count
+        length = features["input_ids"].shape[1]
+        if pad_to_longest:
+            longest = int(features["input_mask"][rows].sum(axis=1).max())
+            length = min(length, -(-longest // 16) * 16)
+        yield {"input_ids": torch.from_numpy(
+                   features["input_ids"][rows, :length].astype(np.int64)),
+               "attention_mask": torch.from_numpy(
+                   features["input_mask"][rows, :length].astype(np.int64)),
+               "token_type_ids": torch.from_numpy(
+                   features["segment_ids"][rows, :length].astype(np.int64)),
+               "labels": torch.from_numpy(features["label_ids"][rows].astype(np.int64))}
+
+
+def serve(args):
+    import torch
+    torch.set_num_threads(os.cpu_count() or 1)
+    torch.manual_seed(0)
+    features = dict(np.load(args.features))
+    model = make_model(args.config)
+    bf16 = args.precision == "bf16"
+    stream = batches(features, args.batch, args.pad_to_longest)
+
+    if args.mode == "train":
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
+
+        def step():
+            batch = next(stream)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    elif args.mode == "infer":
+        model.eval()
+
+        def step():
+            batch = next(stream)
+            batch.pop("labels")
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                                        enabled=bf16):
+                model(**batch).logits.float().numpy()
+    else:
+        step = make_onnx_step(model, stream, args)
+
+    peak = measure_torch_peak(args.precision, args.peak_size)
+    for _ in range(args.warmup_steps):
+        step()
+    benchlib.send({"ready": True, "peak_gflops": peak})
+    for command in benchlib.commands():
+        steps = int(command.get("steps", 1))
+        started, cpu_started = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step()
+        seconds = time.perf_counter() - started
+        benchlib.send({"examples_per_second": steps * args.batch / seconds,
+                       "seconds": seconds, "cpu_seconds": time.process_time() - cpu_started})
+
+
+def make_onnx_step(model, stream, args):
+    """Exports `model` to ONNX in a temporary file; a step runs one batch in onnxruntime."""
+    import tempfile
+
+    import onnxruntime
+    import torch
+    model.eval()
+    sample = next(stream)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    path = os.path.join(tempfile.mkdtemp(prefix="onnx_peer_"), "model.onnx")
+    with torch.inference_mode():
+        torch.onnx.export(model, tuple(sample[n] for n in names), path, input_names=names,
+                          output_names=["logits"], opset_version=17, dynamo=False,
+                          dynamic_axes={n: {0: "batch"} for n in names + ["logits"]})
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+    def step():
+        batch = next(stream)
+        session.run(["logits"], {n: batch[n].numpy() for n in names})
+    return step
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["train", "infer", "onnx"], required=True)
+    parser.add_argument("--features", required=True, help="npz written by the controller.")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--warmup_steps", type=int, default=3)
+    parser.add_argument("--peak_size", type=int, default=2048)
+    parser.add_argument("--pad_to_longest", action="store_true")
+    args = parser.parse_args()
+    benchlib.run_worker(lambda: serve(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Every benchmark command runs end to end on a tiny config, without peers.
+
+The numbers mean nothing here; what is checked is that the commands of
+docs/performance.md still run through our code paths (Estimator training,
+SavedModel export and serving, tokenization) and print their tables, so the
+benchmarks cannot rot. The peers are switched off (--peer=none) so the test
+needs neither torch nor transformers.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_bench(script, *flags):
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "bench", script)] + list(flags),
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+        timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_finetune_bench_runs_the_estimator():
+    out = run_bench("finetune_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
+                    "--precision=fp32", "--rounds=1", "--steps_per_round=2",
+                    "--warmup_steps=1", "--peak_size=128", "--peer=none")
+    assert "ours fp32" in out and "examples/s" in out
+    assert "peer skipped: --peer=none" in out
+
+
+def test_inference_bench_serves_the_export():
+    out = run_bench("inference_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
+                    "--precision=fp32", "--rounds=1", "--steps_per_round=2",
+                    "--warmup_steps=1", "--peak_size=128", "--peer=none")
+    assert "ours SavedModel fp32" in out
+
+
+def test_tokenization_bench_checks_identical_features(tmp_path):
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from tiny import TINY_WORDS
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + TINY_WORDS) + "\n")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the movie was great .\nthe plot , not the acting , was dull\n"
+                     "Une critique très élogieuse !\n")
+    out = run_bench("tokenization_bench.py", "--texts=%s" % texts, "--vocab_file=%s" % vocab,
+                    "--max_seq_length=8", "--rounds=1", "--peer=none")
+    assert "ours rust / ours python" in out
+    assert "identical input_ids, input_mask, segment_ids: ours rust yes, ours python yes" in out
+
+
+def test_ablation_bench_builds_the_variants():
+    out = run_bench("ablation_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
+                    "--rounds=1", "--steps_per_round=1",
+                    "--variants=separate-qkv,fp32,bf16,no-optimizer")
+    assert "separate-qkv" in out and "no-optimizer" in out
+
+
+@pytest.mark.parametrize("script", ["finetune_bench.py", "inference_bench.py",
+                                    "tokenization_bench.py", "ablation_bench.py"])
+def test_bench_help(script):
+    assert "usage" in run_bench(script, "--help")

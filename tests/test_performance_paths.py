@@ -1,0 +1,144 @@
+"""The speed-ups of docs/performance.md change speed only, never results or layout.
+
+- batches cut to their longest sequence give the same model outputs as
+  full-length padding, keep every example, and are never cut for tasks with
+  other per-token features;
+- length bucketing keeps every example of a pool;
+- the fused Q/K/V projection keeps Google's variables, names and shapes;
+- bf16 matmuls with float32 activations stay close to float32.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+import input_pipeline
+import modeling
+from tiny import tiny_config
+
+tf1 = tf.compat.v1
+
+
+def write_records(path, lengths, max_len=32, extra=None):
+    rows = []
+    for i, length in enumerate(lengths):
+        ids = np.zeros(max_len, np.int64)
+        ids[:length] = 5 + (np.arange(length) + i) % 50
+        row = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int64),
+               "segment_ids": np.zeros(max_len, np.int64), "label_ids": [i]}
+        if extra:
+            row.update(extra(i))
+        rows.append(row)
+    input_pipeline.write_tfrecord(path, rows)
+
+
+def spec(max_len=32, **extra_lengths):
+    lengths = {"input_ids": max_len, "input_mask": max_len, "segment_ids": max_len,
+               "label_ids": 1}
+    lengths.update(extra_lengths)
+    return input_pipeline.fixed_length_spec(lengths)
+
+
+def batches_of(input_fn, count=None):
+    dataset = input_fn()
+    if count is not None:
+        dataset = dataset.take(count)
+    return [{k: v.numpy() for k, v in batch.items()} for batch in dataset]
+
+
+def test_trimmable_token_features_refuses_per_token_labels():
+    assert set(input_pipeline.trimmable_token_features(spec())) == {
+        "input_ids", "input_mask", "segment_ids"}
+    assert input_pipeline.trimmable_token_features(spec(label_ids=32)) == ()
+
+
+def test_trimmed_batches_keep_every_token_and_round_up_to_16(tmp_path):
+    path = str(tmp_path / "r.tf_record")
+    lengths = [3, 17, 5, 9, 2, 30, 4, 6]
+    write_records(path, lengths)
+    names = input_pipeline.trimmable_token_features(spec())
+    batches = batches_of(input_pipeline.make_input_fn(path, spec(), 4, False,
+                                                      trim_to_longest_of=names))
+    assert [b["input_ids"].shape[1] for b in batches] == [32, 32]
+    batches = batches_of(input_pipeline.make_input_fn(path, spec(), 2, False,
+                                                      trim_to_longest_of=names))
+    assert [b["input_ids"].shape[1] for b in batches] == [32, 16, 32, 16]
+    full = batches_of(input_pipeline.make_input_fn(path, spec(), 2, False))
+    for cut, whole in zip(batches, full):
+        width = cut["input_ids"].shape[1]
+        np.testing.assert_array_equal(cut["input_ids"], whole["input_ids"][:, :width])
+        assert whole["input_mask"][:, width:].sum() == 0
+        np.testing.assert_array_equal(cut["label_ids"], whole["label_ids"])
+    evaluated = batches_of(input_pipeline.make_eval_input_fn(
+        path, spec(), 3, len(lengths), trim_to_longest_of=names))
+    assert sum(b["is_real_example"].sum() for b in evaluated) == len(lengths)
+    assert [b["input_ids"].shape[1] for b in evaluated] == [32, 32, 16]
+
+
+def test_bucketing_keeps_every_example_of_a_pool(tmp_path):
+    path = str(tmp_path / "r.tf_record")
+    rng = np.random.RandomState(0)
+    lengths = list(rng.randint(1, 33, size=64))
+    write_records(path, lengths)
+    names = input_pipeline.trimmable_token_features(spec())
+    # Unshuffled records: every pool of 16 batches of 4 holds each example once.
+    batches = batches_of(input_pipeline.make_input_fn(
+        path, spec(), 4, True, seed=1, trim_to_longest_of=names, bucket_by_length=True,
+        bucket_pool_batches=16, shuffle_buffer=1), count=160)
+    counts = np.bincount([int(l) for b in batches for l in b["label_ids"].reshape(-1)],
+                         minlength=64)
+    # Batches move at most a pool or two through the final shuffle (buffer of two pools).
+    assert counts.min() >= 8 and counts.max() <= 12 and counts.sum() == 640
+    for batch in batches:
+        real = batch["input_mask"].sum(axis=1)
+        assert batch["input_ids"].shape[1] == min(32, -(-real.max() // 16) * 16)
+    # Sorted pools: far less padding than random batches of 4 would carry.
+    padded = sum(b["input_ids"].size for b in batches)
+    assert padded < 0.8 * 640 * 32
+
+
+def build_outputs(config, ids, mask, **model_kwargs):
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(7)
+        model = modeling.BertModel(config, False, tf.constant(ids), tf.constant(mask),
+                                   **model_kwargs)
+        names = {v.name: v.shape.as_list() for v in tf1.global_variables()}
+        with tf1.Session(graph=graph) as session:
+            session.run(tf1.global_variables_initializer())
+            pooled, sequence = session.run([model.get_pooled_output(),
+                                            model.get_sequence_output()])
+    return pooled, sequence, names
+
+
+def test_trimmed_inputs_give_the_same_outputs():
+    config = tiny_config()
+    ids = np.zeros([3, 32], np.int32)
+    for row, length in enumerate([5, 9, 12]):
+        ids[row, :length] = 5 + np.arange(length) % 40
+    mask = (ids > 0).astype(np.int32)
+    pooled_full, sequence_full, _ = build_outputs(config, ids, mask)
+    pooled_cut, sequence_cut, _ = build_outputs(config, ids[:, :16], mask[:, :16])
+    np.testing.assert_allclose(pooled_cut, pooled_full, atol=1e-5)
+    np.testing.assert_allclose(sequence_cut, sequence_full[:, :16], atol=1e-5)
+
+
+def test_fused_qkv_keeps_google_variable_layout():
+    config = tiny_config()
+    ids = np.ones([2, 8], np.int32)
+    _, _, names = build_outputs(config, ids, ids)
+    expected = {name + ":0": shape
+                for name, shape in modeling.bert_variable_shapes(config).items()}
+    assert names == expected
+
+
+def test_bf16_matmuls_with_float32_activations_stay_close():
+    config = tiny_config()
+    ids = (5 + np.arange(32).reshape(2, 16) % 40).astype(np.int32)
+    mask = np.ones_like(ids)
+    pooled, sequence, _ = build_outputs(config, ids, mask)
+    pooled_mixed, sequence_mixed, names = build_outputs(
+        config, ids, mask, compute_dtype=tf.bfloat16, activation_dtype=tf.float32)
+    assert all(name.startswith("bert/") for name in names)
+    np.testing.assert_allclose(sequence_mixed, sequence, atol=0.1)
+    np.testing.assert_allclose(pooled_mixed, pooled, atol=0.05)
+    assert sequence_mixed.dtype == np.float32
