@@ -101,6 +101,10 @@ def define_fine_tuning_flags():
                       "training if --do_train, else from the existing checkpoint).")
     flags.DEFINE_string("cache_dir", None,
                         "Where converted TFRecord features are kept (default: output_dir).")
+    flags.DEFINE_bool("bucket_by_length", False,
+                      "Training batches of examples of similar length (sorted within pools "
+                      "of 64 batches, then shuffled): less padding, faster on short texts. "
+                      "Changes which examples share a batch. Not for per-token labels.")
 
 
 def require_flags(*names):

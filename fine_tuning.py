@@ -289,6 +289,13 @@ def run_task(flags_values, model_inputs, runtime, task, evaluate_and_predict=Non
     check_resumable(output_dir, dict(modeling.bert_variable_shapes(model_inputs.bert_config),
                                      **task.head_variable_shapes),
                     plan if flags_values.do_train else None)
+    # Every batch is cut to its longest sequence (rounded up to 16) where the
+    # task's features allow it: padding is masked, so results are unchanged,
+    # and short texts stop paying for max_seq_length (see docs/performance.md).
+    trim = input_pipeline.trimmable_token_features(task.feature_spec)
+    if flags_values.bucket_by_length and not trim:
+        raise InputError("--bucket_by_length: task %s has per-token features, so its "
+                         "batches keep full length; leave the flag off" % task.name)
 
     cache_dir = flags_values.cache_dir or output_dir
     vocab_digest = input_pipeline.input_fingerprint([flags_values.vocab_file])
@@ -310,10 +317,6 @@ def run_task(flags_values, model_inputs, runtime, task, evaluate_and_predict=Non
         records[split] = (path, count)
     del converted
 
-    # Every batch is cut to its longest sequence (rounded up to 16) where the
-    # task's features allow it: padding is masked, so results are unchanged,
-    # and short texts stop paying for max_seq_length (see docs/performance.md).
-    trim = input_pipeline.trimmable_token_features(task.feature_spec)
 
     def input_fn(split, batch_size, skip_batches=0, padded_eval=True):
         path, count = records[split]
@@ -324,7 +327,8 @@ def run_task(flags_values, model_inputs, runtime, task, evaluate_and_predict=Non
         return input_pipeline.make_input_fn(path, task.feature_spec, batch_size,
                                             split == "train", seed=flags_values.seed,
                                             skip_batches=skip_batches,
-                                            trim_to_longest_of=trim)
+                                            trim_to_longest_of=trim,
+                                            bucket_by_length=flags_values.bucket_by_length)
 
     model_fn = training.build_model_fn(
         model_inputs.bert_config, task.head_fn, plan,

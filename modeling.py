@@ -190,41 +190,21 @@ def dropout(x, rate):
     return tf.nn.dropout(x, rate=rate)
 
 
-def matmul(a, b, matmul_dtype=None, **kwargs):
-    """tf.matmul(a, b) computed in `matmul_dtype` (default a's dtype), returned in a's dtype.
-
-    `b` (e.g. a float32 variable) is cast as needed. With a float32 `a` and a
-    bfloat16 `matmul_dtype` only the product runs in bf16: on CPUs the bf16
-    matrix units speed up matmuls, while TensorFlow's bf16 element-wise
-    kernels are slower than its float32 ones.
-    """
-    if matmul_dtype is None or matmul_dtype == a.dtype:
-        return tf.matmul(a, tf.cast(b, a.dtype), **kwargs)
-    product = tf.matmul(tf.cast(a, matmul_dtype), tf.cast(b, matmul_dtype), **kwargs)
-    return tf.cast(product, a.dtype)
-
-
-def dense(x, units, name, initializer_range=0.02, activation=None, matmul_dtype=None):
+def dense(x, units, name, initializer_range=0.02, activation=None):
     """A dense layer with float32 variables `name/kernel` [in, units], `name/bias` [units].
 
     Args:
       x: [rows, in] in the compute dtype; the result [rows, units] has the same dtype.
-      matmul_dtype: dtype of the product (default x's dtype); see `matmul`.
     """
-    kernel, bias = dense_variables(x.shape[-1], units, name, initializer_range)
-    y = matmul(x, kernel, matmul_dtype)
-    y = tf.nn.bias_add(y, tf.cast(bias, x.dtype))
-    return activation(y) if activation is not None else y
-
-
-def dense_variables(in_units, units, name, initializer_range=0.02):
-    """float32 variables `name/kernel` [in_units, units] and `name/bias` [units]."""
+    in_units = x.shape[-1]
     with tf1.variable_scope(name):
         kernel = tf1.get_variable("kernel", [in_units, units], dtype=tf.float32,
                                   initializer=create_initializer(initializer_range))
         bias = tf1.get_variable("bias", [units], dtype=tf.float32,
                                 initializer=tf1.zeros_initializer())
-    return kernel, bias
+    y = tf.matmul(x, tf.cast(kernel, x.dtype))
+    y = tf.nn.bias_add(y, tf.cast(bias, x.dtype))
+    return activation(y) if activation is not None else y
 
 
 def layer_norm(x, name="LayerNorm", epsilon=1e-12, output_dtype=None):
@@ -291,53 +271,43 @@ def attention_mask_bias(input_mask):
 
 
 def attention_layer(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
-                    initializer_range=0.02, attention_dropout=0.0, matmul_dtype=None):
+                    initializer_range=0.02, attention_dropout=0.0):
     """Multi-head self-attention (variables under query/, key/, value/).
 
     Args:
       flat_hidden: [batch * seq, hidden] in the compute dtype.
       mask_bias: float32 [batch, 1, 1, seq] from `attention_mask_bias`.
-      matmul_dtype: dtype of the products (default flat_hidden's); see `matmul`.
     Returns:
       Context [batch * seq, hidden] in the compute dtype, before the output projection.
     """
     width = flat_hidden.shape[-1]
     head_size = width // num_heads
 
-    # One matmul for the three projections: the variables stay separate (as in
-    # Google's checkpoints) and are concatenated in the graph, which is cheap
-    # next to a [batch * seq, 3 * hidden] product that uses the cores better
-    # than three thin ones. The 1/sqrt(head_size) score scale is folded into
-    # the query's kernel and bias: [hidden, hidden] multiplies instead of
-    # [batch * seq, hidden].
-    scale = 1.0 / math.sqrt(float(head_size))
-    (q_kernel, q_bias), (k_kernel, k_bias), (v_kernel, v_bias) = [
-        dense_variables(width, width, name, initializer_range)
-        for name in ("query", "key", "value")]
-    kernel = tf.concat([q_kernel * scale, k_kernel, v_kernel], axis=1)
-    bias = tf.concat([q_bias * scale, k_bias, v_bias], axis=0)
-    projected = tf.nn.bias_add(matmul(flat_hidden, kernel, matmul_dtype),
-                               tf.cast(bias, flat_hidden.dtype))
-    # [batch * seq, 3 * hidden] -> [3, batch, heads, seq, head]
-    split = tf.reshape(projected, [batch_size, seq_length, 3, num_heads, head_size])
-    query, key, value = tf.unstack(tf.transpose(split, [2, 0, 3, 1, 4]), axis=0)
-    scores = matmul(query, key, matmul_dtype, transpose_b=True)  # [batch, heads, seq, seq]
+    def heads(name, scale=None):
+        projected = dense(flat_hidden, width, name, initializer_range)
+        if scale is not None:
+            projected *= tf.cast(scale, projected.dtype)
+        # [batch, seq, heads, head] -> [batch, heads, seq, head]
+        split = tf.reshape(projected, [batch_size, seq_length, num_heads, head_size])
+        return tf.transpose(split, [0, 2, 1, 3])
+
+    query = heads("query", 1.0 / math.sqrt(float(head_size)))
+    key = heads("key")
+    value = heads("value")
+    scores = tf.matmul(query, key, transpose_b=True)  # [batch, heads, seq, seq]
     # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
     probs = tf.nn.softmax(tf.cast(scores, tf.float32) + mask_bias)
     probs = dropout(probs, attention_dropout)
-    # [batch, heads, seq, head]
-    context = matmul(tf.cast(probs, flat_hidden.dtype), value, matmul_dtype)
+    context = tf.matmul(tf.cast(probs, flat_hidden.dtype), value)  # [batch, heads, seq, head]
     context = tf.transpose(context, [0, 2, 1, 3])
     return tf.reshape(context, [-1, width])
 
 
-def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, config, is_training,
-                      matmul_dtype=None):
+def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, config, is_training):
     """One encoder block: attention, add & norm, feed-forward, add & norm.
 
     Args:
       flat_hidden: [batch * seq, hidden] in the compute dtype.
-      matmul_dtype: dtype of the matmuls (default flat_hidden's); see `matmul`.
     Returns:
       [batch * seq, hidden] in the compute dtype.
     """
@@ -347,28 +317,24 @@ def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, config, is
         with tf1.variable_scope("self"):
             context = attention_layer(flat_hidden, mask_bias, batch_size, seq_length,
                                       config.num_attention_heads, config.initializer_range,
-                                      attention_dropout, matmul_dtype)
+                                      attention_dropout)
         with tf1.variable_scope("output"):
-            projected = dense(context, config.hidden_size, "dense", config.initializer_range,
-                              matmul_dtype=matmul_dtype)
+            projected = dense(context, config.hidden_size, "dense", config.initializer_range)
             attention_output = layer_norm(dropout(projected, hidden_dropout) + flat_hidden)
     with tf1.variable_scope("intermediate"):
         intermediate = dense(attention_output, config.intermediate_size, "dense",
-                             config.initializer_range, get_activation(config.hidden_act),
-                             matmul_dtype)
+                             config.initializer_range, get_activation(config.hidden_act))
     with tf1.variable_scope("output"):
-        projected = dense(intermediate, config.hidden_size, "dense", config.initializer_range,
-                          matmul_dtype=matmul_dtype)
+        projected = dense(intermediate, config.hidden_size, "dense", config.initializer_range)
         return layer_norm(dropout(projected, hidden_dropout) + attention_output)
 
 
-def transformer_model(embeddings, input_mask, config, is_training, matmul_dtype=None):
+def transformer_model(embeddings, input_mask, config, is_training):
     """The encoder stack (variables under encoder/layer_N/).
 
     Args:
       embeddings: [batch, seq, hidden] in the compute dtype.
       input_mask: int [batch, seq], 1 for real tokens.
-      matmul_dtype: dtype of the matmuls (default the embeddings'); see `matmul`.
     Returns:
       A list of num_hidden_layers tensors [batch, seq, hidden] in the compute dtype.
     """
@@ -382,7 +348,7 @@ def transformer_model(embeddings, input_mask, config, is_training, matmul_dtype=
         for index in range(config.num_hidden_layers):
             with tf1.variable_scope("layer_%d" % index):
                 flat_hidden = transformer_layer(flat_hidden, mask_bias, batch_size,
-                                                seq_length, config, is_training, matmul_dtype)
+                                                seq_length, config, is_training)
                 layer_outputs.append(tf.reshape(flat_hidden, [batch_size, seq_length, width]))
     return layer_outputs
 
@@ -408,23 +374,12 @@ class BertModel(object):
       model = BertModel(config, is_training=True, input_ids=ids, input_mask=mask,
                         token_type_ids=types, compute_dtype=tf.bfloat16)
       pooled = model.get_pooled_output()    # float32 [batch, hidden]
-
-    `activation_dtype` (default: compute_dtype) is the dtype of everything
-    between the matmuls (residual stream, GELU, dropout, biases); with
-    compute_dtype bfloat16 and activation_dtype float32 only the matmuls run
-    in bf16, which is the fast split on CPUs (see `matmul`).
     """
 
     def __init__(self, config, is_training, input_ids, input_mask=None, token_type_ids=None,
-                 use_one_hot_embeddings=False, scope=None, compute_dtype=tf.float32,
-                 activation_dtype=None):
+                 use_one_hot_embeddings=False, scope=None, compute_dtype=tf.float32):
         if isinstance(compute_dtype, str):
             compute_dtype = get_compute_dtype(compute_dtype)
-        if isinstance(activation_dtype, str):
-            activation_dtype = get_compute_dtype(activation_dtype)
-        matmul_dtype = None
-        if activation_dtype is not None and activation_dtype != compute_dtype:
-            compute_dtype, matmul_dtype = activation_dtype, compute_dtype
         if input_mask is None:
             input_mask = tf.ones_like(input_ids)
         if token_type_ids is None:
@@ -434,8 +389,7 @@ class BertModel(object):
             embeddings, self._embedding_table = embedding_layer(
                 config, input_ids, token_type_ids, is_training,
                 use_one_hot_embeddings, compute_dtype)
-            layers = transformer_model(embeddings, input_mask, config, is_training,
-                                       matmul_dtype)
+            layers = transformer_model(embeddings, input_mask, config, is_training)
             pooled = pooler(layers[-1], config)
         self._embedding_output = tf.cast(embeddings, tf.float32)
         self._all_encoder_layers = [tf.cast(layer, tf.float32) for layer in layers]

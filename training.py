@@ -37,7 +37,7 @@ SERVING_INPUTS = ("input_ids", "input_mask", "segment_ids")
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
                    weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
-                   log_per_replica=False, bf16_activations="auto"):
+                   log_per_replica=False):
     """An Estimator model_fn: BERT + the task head + the shared training machinery.
 
     Args:
@@ -48,28 +48,15 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         nowhere, e.g. on a worker that is not the chief).
       log_per_replica: also log examples/s per replica and sequences/s; with
         several workers, plan.num_replicas counts the replicas of all of them.
-      bf16_activations: in bf16, whether the tensors between the matmuls are
-        bf16 too (True) or float32 (False). "auto": float32 when training
-        where no GPU is visible: the backward pass and dropout are mostly
-        element-wise ops, and TensorFlow's bf16 element-wise CPU kernels are
-        slower than its float32 ones (docs/performance.md); bf16 otherwise
-        (inference fuses them into the oneDNN matmuls; GPUs gain from the
-        halved memory traffic).
     """
     def model_fn(features, labels, mode, params):
         del labels, params
         is_training = mode == tf.estimator.ModeKeys.TRAIN
         compute_dtype = modeling.get_compute_dtype(
             precision if is_training else inference_precision)
-        activation_dtype = None
-        if compute_dtype == tf.bfloat16 and (
-                bf16_activations is False or (bf16_activations == "auto" and is_training and
-                                              not tf.config.list_physical_devices("GPU"))):
-            activation_dtype = tf.float32
         model = modeling.BertModel(
             bert_config, is_training, features["input_ids"], features["input_mask"],
-            features["segment_ids"], compute_dtype=compute_dtype,
-            activation_dtype=activation_dtype)
+            features["segment_ids"], compute_dtype=compute_dtype)
         head = head_fn(model, features, mode)
         if init_checkpoint:
             # Only shapes the fresh variables: a checkpoint in output_dir wins.

@@ -176,7 +176,7 @@ class Worker(object):
     def _last_log_line(self):
         self._log.flush()
         with open(self.log_path) as f:
-            lines = [l.strip() for l in f if l.strip()]
+            lines = [text.strip() for text in f if text.strip()]
         return lines[-1] if lines else "empty"
 
     def request(self, command, **kwargs):
@@ -233,7 +233,7 @@ def runnable_others(samples=10, interval=0.05):
     for _ in range(samples):
         try:
             with open("/proc/stat") as f:
-                line = next(l for l in f if l.startswith("procs_running"))
+                line = next(text for text in f if text.startswith("procs_running"))
             counts.append(int(line.split()[1]) - 1)
         except (OSError, StopIteration, ValueError):
             return float("nan")

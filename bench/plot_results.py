@@ -73,7 +73,8 @@ def plot(table, batches, output, title):
                 if "replicas" in name:
                     bar.set_hatch("//")
             for bar, value in zip(bars, values):
-                axis.annotate("%.1f" % value, (bar.get_x() + bar.get_width() / 2, value),
+                axis.annotate("%.1f" % value if value >= 10 else "%.2f" % value,
+                              (bar.get_x() + bar.get_width() / 2, value),
                               ha="center", va="bottom", fontsize=8, xytext=(0, 2),
                               textcoords="offset points")
             axis.set_xticks(range(len(names)))

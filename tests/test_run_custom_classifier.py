@@ -77,9 +77,10 @@ def test_one_and_two_cpu_replicas_train_alike_at_the_same_global_batch(tiny_task
 def test_exported_saved_model_matches_estimator_predict(tiny_task):
     model, data_dir, root = tiny_task
     output_dir = str(root / "export")
+    # Length buckets in training too: the flag is wired through run_task.
     run_classifier(*tiny_args(model, data_dir, output_dir, "--do_train", "--do_predict",
                               "--save_for_serving", "--num_train_epochs=1",
-                              "--train_batch_size=8"))
+                              "--train_batch_size=8", "--bucket_by_length"))
     with open(os.path.join(output_dir, "test_results.tsv")) as f:
         rows = list(csv.reader(f, delimiter="\t"))
     assert rows[0] == ["id", "prediction", "probability[0]", "probability[1]"]

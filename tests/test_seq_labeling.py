@@ -426,6 +426,8 @@ BAD_INPUT = {
         ["{data}/train.txt:2: label 'PER' is not a BIO/BIOES tag"]),
     "stride_longer_than_a_window": Case(
         {}, ["--window_stride=15"], ["--window_stride=15", "1 to 14"]),
+    "length_buckets_with_per_token_labels": Case(
+        {}, ["--bucket_by_length"], ["--bucket_by_length", "per-token features"]),
 }
 
 
