@@ -66,15 +66,18 @@ def feature_spec(max_seq_length, num_labels, multi_label):
     return spec
 
 
-def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5):
+def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
+                 pooling="pooler"):
     """The classification head for training.build_model_fn.
 
     dropout_prob: dropout on the pooled output in training (Google's code fixes
     0.1, the hidden_dropout_prob of its configs; pass the config's value).
+    pooling: one of modeling.POOLING_MODES.
     """
     def head_fn(model, features, mode):
         is_training = mode == tf.estimator.ModeKeys.TRAIN
-        pooled = model.get_pooled_output()  # float32 [batch, hidden]
+        # float32 [batch, hidden]
+        pooled = modeling.sentence_vector(model, features["input_mask"], pooling)
         if is_training:
             pooled = modeling.dropout(pooled, dropout_prob)
         hidden_size = pooled.shape[-1]
@@ -135,7 +138,7 @@ def eval_report(results, label_list, multi_label):
 
 def prediction_lines(examples, predictions, label_list, multi_label, label_separator="|"):
     """TSV lines (header first): id, predicted label(s), one probability per label."""
-    yield "\t".join(["id", "prediction"] + ["probability[%s]" % l for l in label_list])
+    yield "\t".join(["id", "prediction"] + ["probability[%s]" % label for label in label_list])
     for example, prediction in zip(examples, predictions):
         if multi_label:
             chosen = label_separator.join(

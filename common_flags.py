@@ -107,6 +107,15 @@ def define_fine_tuning_flags():
                       "Changes which examples share a batch. Not for per-token labels.")
 
 
+def define_pooling_flag():
+    """--pooling, for the scripts whose head reads one vector per example."""
+    flags.DEFINE_enum("pooling", "pooler", ["pooler", "mean"],
+                      "How the head sees an example: pooler = Google's pooled [CLS] "
+                      "output; mean = the mean of the tokens' final states (for "
+                      "sentence-transformers models such as all-MiniLM-L6-v2, whose "
+                      "pooler was never trained).")
+
+
 def require_flags(*names):
     """Raises InputError naming the first of `names` that was not given."""
     for name in names:

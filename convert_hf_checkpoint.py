@@ -711,6 +711,20 @@ def _lowercase_note(hf_dir):
     return None
 
 
+def _pooling_note(hf_dir):
+    """A hint from a sentence-transformers folder that pools the mean of its tokens."""
+    path = os.path.join(hf_dir, "1_Pooling", "config.json")
+    try:
+        with open(path, "r", encoding="utf-8") as reader:
+            mean = json.load(reader).get("pooling_mode_mean_tokens")
+    except (OSError, ValueError, AttributeError):
+        return None  # only a hint
+    if mean is True:
+        return ("%s: a sentence-transformers model trained with mean pooling (its pooler "
+                "layer was not trained): fine-tune with --pooling=mean" % path)
+    return None
+
+
 def _write_output(staging_dir, hf_dir, bert_config, variables):
     with open(os.path.join(staging_dir, BERT_CONFIG_NAME), "w", encoding="utf-8") as writer:
         writer.write(json.dumps(bert_config, indent=2, sort_keys=True) + "\n")
@@ -773,9 +787,7 @@ def convert(hf_dir, output_dir, overwrite=False):
     if "bert/pooler/dense/kernel" not in variables:
         notes.append("no pooler in the source: bert/pooler/dense starts from random "
                      "initialisation when fine-tuning")
-    lowercase_note = _lowercase_note(hf_dir)
-    if lowercase_note:
-        notes.append(lowercase_note)
+    notes += [note for note in (_lowercase_note(hf_dir), _pooling_note(hf_dir)) if note]
     return ConversionResult(
         output_dir=output_dir, weights_path=weights_path, num_variables=len(variables),
         num_parameters=int(sum(v.size for v in variables.values())),

@@ -25,7 +25,7 @@ FineTuningTask = collections.namedtuple("FineTuningTask", [
     "name", "label_list", "examples", "head_variable_shapes", "examples_digest",
     "feature_rows", "feature_spec", "head_fn", "eval_report", "eval_summary_keys",
     "prediction_file", "prediction_lines", "serving_config", "predict_eval_report",
-    "prediction_files"], defaults=(None, None))
+    "prediction_files", "head_settings"], defaults=(None, None, None))
 """What one fine-tuning script contributes; `run_task` does the rest.
 
 examples: split ("train", "eval", "predict") -> list, read and validated.
@@ -42,7 +42,10 @@ to the eval report, for metrics that need whole predictions rather than
 streamed counts (e.g. entities spanning several windows of one sentence);
 the eval split is then also predicted. prediction_files(examples,
 predictions) -> [(file name, lines)] replaces prediction_file and
-prediction_lines when a task writes more than one file.
+prediction_lines when a task writes more than one file. head_settings:
+flag name -> value of the flags that shape the head without changing its
+variables (e.g. pooling); recorded in output_dir, and a later run with other
+values is refused.
 """
 
 ModelInputs = collections.namedtuple("ModelInputs", [
@@ -226,7 +229,8 @@ def read_saved_labels(output_dir):
     except ValueError as e:
         raise InputError("%s: not valid JSON (%s); expected the list of labels a previous "
                          "run wrote" % (path, e))
-    if not (isinstance(labels, list) and labels and all(isinstance(l, str) for l in labels)):
+    if not (isinstance(labels, list) and labels
+            and all(isinstance(label, str) for label in labels)):
         raise InputError("%s: expected a JSON list of label strings, got %s"
                          % (path, text.strip()[:60]))
     return labels
@@ -249,6 +253,35 @@ def check_and_save_labels(output_dir, label_list):
         tf.io.gfile.makedirs(output_dir)
         training.write_text_atomically(saved_labels_path(output_dir),
                                        json.dumps(list(label_list)) + "\n")
+
+
+def head_settings_path(output_dir):
+    return os.path.join(output_dir, "head_settings.json")
+
+
+def check_head_settings(output_dir, settings, save=False):
+    """Refuses head flags other than those output_dir was trained with; records ours.
+
+    The variables do not tell, e.g., pooled from mean-pooled heads apart, so a
+    mismatch would silently give wrong outputs.
+    """
+    if not settings:
+        return
+    path = head_settings_path(output_dir)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            try:
+                saved = json.load(f)
+            except ValueError as e:
+                raise InputError("%s: not valid JSON (%s); expected the head settings a "
+                                 "previous run wrote" % (path, e))
+        different = ["--%s=%s" % (name, value) for name, value in sorted(saved.items())
+                     if settings.get(name, value) != value]
+        if different:
+            raise InputError("%s: this output_dir was trained with %s; pass the same, or "
+                             "use a new --output_dir" % (path, " ".join(different)))
+    elif save:
+        training.write_text_atomically(path, json.dumps(settings, sort_keys=True) + "\n")
 
 
 def export(estimator, flags_values, serving_config):
@@ -281,6 +314,7 @@ def run_task(flags_values, model_inputs, runtime, task, evaluate_and_predict=Non
     if not flags_values.do_train:
         require_trained_model(output_dir, "evaluation, prediction or export")
     check_saved_labels(output_dir, task.label_list)
+    check_head_settings(output_dir, task.head_settings)
     num_train = len(task.examples["train"]) if flags_values.do_train else 0
     plan = distribution.plan_training(
         num_train, flags_values.num_train_epochs, flags_values.train_batch_size,
@@ -310,6 +344,7 @@ def run_task(flags_values, model_inputs, runtime, task, evaluate_and_predict=Non
 
     # Nothing has been written so far; from here on output_dir is ours.
     check_and_save_labels(output_dir, task.label_list)
+    check_head_settings(output_dir, task.head_settings, save=flags_values.do_train)
     records = {}
     for split, (key, rows) in converted.items():
         path, count = input_pipeline.cached_tfrecord(cache_dir, split, key, lambda: rows)

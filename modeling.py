@@ -353,6 +353,28 @@ def transformer_model(embeddings, input_mask, config, is_training):
     return layer_outputs
 
 
+# How a sentence (pair) becomes one vector for a classification head:
+# "pooler" is Google's tanh(dense([CLS])); "mean" averages the real tokens'
+# final states, as sentence-transformers models (e.g. all-MiniLM-L6-v2) were
+# trained, whose pooler layer was never trained.
+POOLING_MODES = ("pooler", "mean")
+
+
+def sentence_vector(model, input_mask, pooling="pooler"):
+    """float32 [batch, hidden] of a BertModel, as `pooling` (see POOLING_MODES) says.
+
+    Args:
+      input_mask: int [batch, seq], 1 for real tokens.
+    """
+    if pooling == "pooler":
+        return model.get_pooled_output()
+    if pooling != "mean":
+        raise ValueError("pooling %r: expected one of %s" % (pooling, ", ".join(POOLING_MODES)))
+    weights = tf.cast(input_mask, tf.float32)[:, :, None]  # [batch, seq, 1]
+    total = tf.reduce_sum(model.get_sequence_output() * weights, axis=1)
+    return total / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+
+
 def pooler(sequence_output, config):
     """tanh(dense([CLS] state)) (variables under pooler/dense/).
 

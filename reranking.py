@@ -326,7 +326,7 @@ def feature_spec(max_seq_length, with_ids=False):
 # The head
 
 
-def make_head_fn(dropout_prob):
+def make_head_fn(dropout_prob, pooling="pooler"):
     """classifier.make_head_fn's 2-label softmax head, with relevance scores added.
 
     Predictions gain `score` (P(relevant), float32 [batch]), `margin` (the
@@ -335,7 +335,7 @@ def make_head_fn(dropout_prob):
     and the query and passage ids when the features carry them. The serving
     signature gains `scores` [batch].
     """
-    classify = classifier.make_head_fn(len(LABELS), dropout_prob)
+    classify = classifier.make_head_fn(len(LABELS), dropout_prob, pooling=pooling)
 
     def head_fn(model, features, mode):
         head = classify(model, features, mode)

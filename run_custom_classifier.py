@@ -24,6 +24,7 @@ FLAGS = flags.FLAGS
 common_flags.define_model_flags()
 common_flags.define_run_flags()
 common_flags.define_fine_tuning_flags()
+common_flags.define_pooling_flag()
 flags.DEFINE_string("task_name", None, "Task: %s." % ", ".join(sorted(classifier_data.PROCESSORS)))
 flags.DEFINE_string("processor_module", None,
                     "Python module to import first (it registers your own DataProcessor "
@@ -112,7 +113,9 @@ def main(_):
                                              multi_label),
         head_fn=classifier.make_head_fn(len(label_list),
                                         model_inputs.bert_config.hidden_dropout_prob,
-                                        multi_label, FLAGS.multi_label_threshold),
+                                        multi_label, FLAGS.multi_label_threshold,
+                                        FLAGS.pooling),
+        head_settings={"pooling": FLAGS.pooling},
         eval_report=lambda results: classifier.eval_report(results, label_list, multi_label),
         eval_summary_keys=("accuracy", "micro_f1", "eval_loss"),
         prediction_file="test_results.tsv",

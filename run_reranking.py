@@ -26,6 +26,7 @@ FLAGS = flags.FLAGS
 common_flags.define_model_flags()
 common_flags.define_run_flags()
 common_flags.define_fine_tuning_flags()
+common_flags.define_pooling_flag()
 FLAGS.set_default("max_seq_length", 512)
 flags.DEFINE_integer("max_query_length", 64,
                      "Most query tokens kept; the passage gets the rest of max_seq_length "
@@ -112,7 +113,9 @@ def main(_):
         feature_rows=lambda source: reranking.feature_rows(
             source, model_inputs.tokenizer, FLAGS.max_query_length, FLAGS.max_seq_length),
         feature_spec=reranking.feature_spec(FLAGS.max_seq_length),
-        head_fn=reranking.make_head_fn(model_inputs.bert_config.hidden_dropout_prob),
+        head_fn=reranking.make_head_fn(model_inputs.bert_config.hidden_dropout_prob,
+                                       FLAGS.pooling),
+        head_settings={"pooling": FLAGS.pooling},
         eval_report=None, eval_summary_keys=(), prediction_file=None,
         prediction_lines=None,
         serving_config=reranking.serving_config(FLAGS.max_query_length))

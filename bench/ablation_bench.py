@@ -41,9 +41,7 @@ INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite")
 
 def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="minilm")
-    parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=32)
+    benchlib.add_model_args(parser)
     parser.add_argument("--mode", choices=["train", "infer"], default="train")
     parser.add_argument("--variants", help="Comma-separated subset, in this order.")
     parser.add_argument("--rounds", type=int, default=3)
@@ -203,11 +201,7 @@ def run(args):
 
 
 def main():
-    try:
-        sys.exit(run(make_parser().parse_args()))
-    except benchlib.BenchError as e:
-        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
-        sys.exit(1)
+    benchlib.bench_main(make_parser(), run)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ imports neither TensorFlow nor torch: the peers may run under another
 interpreter (see `find_peer_python`).
 """
 
+import argparse
 import json
 import math
 import os
@@ -223,6 +224,25 @@ def run_worker(serve):
         raise
 
 
+def serve_steps(step, batch, warmup_steps, ready):
+    """A worker's loop for a side that runs `step()` (one batch of `batch` examples).
+
+    Warms up, sends `ready` (a dict), then answers each round request with
+    the examples/s, wall and CPU seconds of its steps.
+    """
+    for _ in range(warmup_steps):
+        step()
+    send(dict(ready, ready=True))
+    for command in commands():
+        steps = int(command.get("steps", 1))
+        started, cpu_started = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step()
+        seconds = time.perf_counter() - started
+        send({"examples_per_second": steps * batch / seconds, "seconds": seconds,
+              "cpu_seconds": time.process_time() - cpu_started})
+
+
 def runnable_others(samples=10, interval=0.05):
     """Mean number of runnable threads on the machine, besides the one asking.
 
@@ -361,3 +381,51 @@ def scratch_dir(prefix):
 
 def remove_tree(path):
     shutil.rmtree(path, ignore_errors=True)
+
+
+def add_model_args(parser, batch_help=None):
+    """--config, --seq_length, --batch: the work a model bench measures."""
+    parser.add_argument("--config", default="minilm",
+                        help="minilm, base, tiny or a path to a bert_config.json.")
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32, help=batch_help)
+
+
+def add_round_args(parser, steps_per_round, peer_help):
+    """The options of a bench that alternates ours and a peer in timed rounds."""
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max_wait", type=float, default=0,
+                        help="Seconds each round may wait for a quiet machine (nothing "
+                             "else runnable) before it starts; 0: no wait.")
+    parser.add_argument("--steps_per_round", type=int, default=steps_per_round)
+    parser.add_argument("--warmup_steps", type=int, default=3)
+    parser.add_argument("--peak_size", type=int, default=2048,
+                        help="n of the n^3 matmul that measures the peak.")
+    parser.add_argument("--peer", choices=["auto", "none"], default="auto",
+                        help="none: measure ours only.")
+    parser.add_argument("--peer_python", help=peer_help)
+    parser.add_argument("--json", help="Also write the results here.")
+    # Set by the controller when it starts a worker.
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--features", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+
+
+def bench_main(parser, run, serve_ours=None):
+    """A bench's entry point: its worker with --worker=ours, else the controller.
+
+    run(args) -> exit code; serve_ours(args) serves our side in a worker.
+    A BenchError (or the toolkit's InputError) is one `error:` line, exit 1.
+    """
+    args = parser.parse_args()
+    if serve_ours is not None and getattr(args, "worker", None) == "ours":
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        run_worker(lambda: serve_ours(args))
+        return
+    sys.path.insert(0, REPO)
+    from errors import InputError
+    try:
+        sys.exit(run(args))
+    except (BenchError, InputError) as e:
+        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
+        sys.exit(1)

@@ -40,11 +40,8 @@ sys.path.insert(0, benchlib.REPO)
 
 def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="minilm",
-                        help="minilm, base, tiny or a path to a bert_config.json.")
-    parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=32,
-                        help="GLOBAL batch (examples per optimizer step, all replicas).")
+    benchlib.add_model_args(
+        parser, batch_help="GLOBAL batch (examples per optimizer step, all replicas).")
     parser.add_argument("--precision", default="fp32,bf16",
                         help="Comma-separated: fp32, bf16 (fp16 is never benchmarked on "
                              "a CPU: no fp16 units, hundreds of times slower).")
@@ -61,25 +58,11 @@ def make_parser():
                              "The peer pads to the batch's longest (rounded up to 16) unless "
                              "only 'full' is asked for.")
     parser.add_argument("--padding_mode", default="longest", help=argparse.SUPPRESS)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--max_wait", type=float, default=0,
-                        help="Seconds each round may wait for a quiet machine (nothing "
-                             "else runnable) before it starts; 0: no wait.")
-    parser.add_argument("--steps_per_round", type=int, default=8)
-    parser.add_argument("--warmup_steps", type=int, default=3)
-    parser.add_argument("--peak_size", type=int, default=2048,
-                        help="n of the n^3 matmul that measures the peak.")
-    parser.add_argument("--peer", choices=["auto", "none"], default="auto",
-                        help="none: measure ours only.")
-    parser.add_argument("--peer_python", help="Interpreter with torch + transformers.")
-    parser.add_argument("--json", help="Also write the results here.")
+    benchlib.add_round_args(parser, 8, "Interpreter with torch + transformers.")
     parser.add_argument("--profile", action="store_true",
                         help="Instead of rounds: trace --steps_per_round steps of ours (first "
                              "precision, first replica count) and print where the time goes, "
                              "by TensorFlow op type.")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--features", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--num_replicas", type=int, default=1, help=argparse.SUPPRESS)
     return parser
 
@@ -149,6 +132,7 @@ def serve_ours(args):
     input_fn = input_pipeline.make_input_fn(record_path, spec, per_replica_batch, True,
                                             seed=1, trim_to_longest_of=trim,
                                             bucket_by_length=args.padding_mode == "bucketed")
+    input_rate = input_examples_per_second(input_fn, per_replica_batch)
     commands = benchlib.commands()
 
     class RoundHook(tf1.train.SessionRunHook):
@@ -173,7 +157,8 @@ def serve_ours(args):
             if self.round_steps is None:
                 if self.calls < args.warmup_steps:
                     return
-                benchlib.send({"ready": True, "peak_gflops": peak})
+                benchlib.send({"ready": True, "peak_gflops": peak,
+                               "input_examples_per_second": input_rate})
             else:
                 self.round_steps -= 1
                 if self.round_steps:
@@ -194,6 +179,22 @@ def serve_ours(args):
             self.cpu_started = time.process_time()
 
     estimator.train(input_fn, max_steps=10 ** 8, hooks=[RoundHook()])
+
+
+def input_examples_per_second(input_fn, batch_size, seconds=2.0):
+    """Examples/s the training input pipeline alone delivers (read, parse, cut, batch).
+
+    Far above the training step's rate means the device never waits for data
+    and the pipeline takes a small share of the cores it shares with training.
+    """
+    import time
+    batches = iter(input_fn())
+    next(batches)  # start-up: opening the file, filling the shuffle buffer
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        next(batches)
+        count += 1
+    return count * batch_size / (time.perf_counter() - start)
 
 
 def add_op_times(op_times, run_metadata):
@@ -294,7 +295,7 @@ def run(args):
             print("mean real tokens per example: %.1f of %d" % (real, args.seq_length))
         if args.profile:
             return profile(args, features_path, workdir, precisions[0], replica_counts[0])
-        workers = {}
+        workers, replicas = {}, {}
         try:
             # Started one after the other (each warms up alone), then measured in
             # turns: every side sees the same background load.
@@ -311,6 +312,7 @@ def run(args):
                            "--num_replicas=%d" % count, "--precision=%s" % precision,
                            "--padding_mode=%s" % padding]
                 workers[name] = benchlib.Worker(name, command + passthrough(args))
+                replicas[name] = count
             if peer_python:
                 for precision in precisions:
                     name = "torch %s" % ("fp32 eager" if precision == "fp32"
@@ -349,7 +351,10 @@ def run(args):
                 "gflops_per_example": flops / 1e9,
                 "achieved_gflops": rate * flops / 1e9, "peak_gflops": peak,
                 "mfu": rate * flops / 1e9 / peak if peak else float("nan"),
-                "peak_by_side": workers[name].ready.get("peak_gflops")})
+                "peak_by_side": workers[name].ready.get("peak_gflops"),
+                "replicas": replicas.get(name, 1),
+                "input_examples_per_second": workers[name].ready.get(
+                    "input_examples_per_second")})
     finally:
         benchlib.remove_tree(workdir)
     print_results(results, peer_python, args)
@@ -408,6 +413,12 @@ def print_results(results, peer_python, args):
              "/".join("%.1f" % x for x in r["load_averages"]),
              "/".join("%.1f" % x for x in r.get("others_runnable", []))] for r in results]
     print(benchlib.format_table(header, rows))
+    for r in results:
+        if r.get("input_examples_per_second"):
+            consumed = r["examples_per_second"] / r["replicas"]  # by each replica
+            print("%s: its input pipeline alone delivers %.0f examples/s, %.0fx what a "
+                  "replica consumes" % (r["side"], r["input_examples_per_second"],
+                                        r["input_examples_per_second"] / consumed))
     if not peer_python:
         print("peer skipped: %s" % ("--peer=none" if args.peer == "none" else
                                     "no interpreter with torch + transformers found (see "
@@ -422,16 +433,7 @@ def print_results(results, peer_python, args):
 
 
 def main():
-    args = make_parser().parse_args()
-    if args.worker == "ours":
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        benchlib.run_worker(lambda: serve_ours(args))
-        return
-    try:
-        sys.exit(run(args))
-    except benchlib.BenchError as e:
-        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
-        sys.exit(1)
+    benchlib.bench_main(make_parser(), run, serve_ours)
 
 
 if __name__ == "__main__":

@@ -35,28 +35,12 @@ sys.path.insert(0, benchlib.REPO)
 
 def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="minilm",
-                        help="minilm, base, tiny or a path to a bert_config.json.")
-    parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=32)
+    benchlib.add_model_args(parser)
     parser.add_argument("--precision", default="fp32,bf16",
                         help="Comma-separated: fp32, bf16 (never fp16 on a CPU).")
     parser.add_argument("--export_dir", help="Measure this export (a version folder or "
                         "its parent) instead of a fresh random one.")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--max_wait", type=float, default=0,
-                        help="Seconds each round may wait for a quiet machine (nothing "
-                             "else runnable) before it starts; 0: no wait.")
-    parser.add_argument("--steps_per_round", type=int, default=10)
-    parser.add_argument("--warmup_steps", type=int, default=3)
-    parser.add_argument("--peak_size", type=int, default=2048,
-                        help="n of the n^3 matmul that measures the peak.")
-    parser.add_argument("--peer", choices=["auto", "none"], default="auto")
-    parser.add_argument("--peer_python", help="Interpreter with torch + transformers.")
-    parser.add_argument("--json", help="Also write the results here.")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--features", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    benchlib.add_round_args(parser, 10, "Interpreter with torch + transformers.")
     return parser
 
 
@@ -90,7 +74,6 @@ def export_random_model(config_fields, seq_length, precision, workdir):
 
 
 def serve_ours(args):
-    import time
 
     import tensorflow as tf
 
@@ -115,17 +98,8 @@ def serve_ours(args):
                             segment_ids=tf.constant(features["segment_ids"][rows]))
         outputs["probabilities"].numpy()
 
-    for _ in range(args.warmup_steps):
-        step()
-    benchlib.send({"ready": True, "peak_gflops": peak, "export": version_dir})
-    for command in benchlib.commands():
-        steps = int(command.get("steps", 1))
-        started, cpu_started = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            step()
-        seconds = time.perf_counter() - started
-        benchlib.send({"examples_per_second": steps * args.batch / seconds,
-                       "seconds": seconds, "cpu_seconds": time.process_time() - cpu_started})
+    benchlib.serve_steps(step, args.batch, args.warmup_steps,
+                         {"peak_gflops": peak, "export": version_dir})
 
 
 def export_seq_length(export_dir):
@@ -220,15 +194,7 @@ def run(args):
 
 
 def main():
-    args = make_parser().parse_args()
-    if args.worker == "ours":
-        benchlib.run_worker(lambda: serve_ours(args))
-        return
-    try:
-        sys.exit(run(args))
-    except benchlib.BenchError as e:
-        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
-        sys.exit(1)
+    benchlib.bench_main(make_parser(), run, serve_ours)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ import aiohttp
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the tiny model's TensorFlow start-up noise
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+REPO = benchlib.REPO
 sys.path.insert(0, REPO)
 
 import serving_client  # noqa: E402
@@ -288,11 +291,7 @@ def run(args):
 
 
 def main():
-    try:
-        sys.exit(run(make_parser().parse_args()))
-    except InputError as e:
-        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
-        sys.exit(1)
+    benchlib.bench_main(make_parser(), run)
 
 
 if __name__ == "__main__":

@@ -187,15 +187,7 @@ def run(args):
 
 
 def main():
-    args = make_parser().parse_args()
-    if args.worker == "ours":
-        benchlib.run_worker(lambda: serve_ours(args))
-        return
-    try:
-        sys.exit(run(args))
-    except benchlib.BenchError as e:
-        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
-        sys.exit(1)
+    benchlib.bench_main(make_parser(), run, serve_ours)
 
 
 if __name__ == "__main__":

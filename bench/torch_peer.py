@@ -115,17 +115,7 @@ def serve(args):
         step = make_onnx_step(model, stream, args)
 
     peak = measure_torch_peak(args.precision, args.peak_size)
-    for _ in range(args.warmup_steps):
-        step()
-    benchlib.send({"ready": True, "peak_gflops": peak})
-    for command in benchlib.commands():
-        steps = int(command.get("steps", 1))
-        started, cpu_started = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            step()
-        seconds = time.perf_counter() - started
-        benchlib.send({"examples_per_second": steps * args.batch / seconds,
-                       "seconds": seconds, "cpu_seconds": time.process_time() - cpu_started})
+    benchlib.serve_steps(step, args.batch, args.warmup_steps, {"peak_gflops": peak})
 
 
 def make_onnx_step(model, stream, args):

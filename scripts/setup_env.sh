@@ -1,7 +1,14 @@
 # Sourced by the other scripts: finds a Python 3.9-3.11 (TensorFlow 2.15.1 has
 # wheels for no other), creates the virtualenv $VENV (default .venv) and
-# installs the requirements file given as $1 into it. Sets $PY.
+# installs the requirements file given as $1 into it. Sets $PY. With
+# SKIP_SETUP=1 it uses $PYTHON (default python3) as it is instead.
 set -euo pipefail
+# Hides TensorFlow's CUDA plugin chatter on CPU-only machines.
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
+if [ "${SKIP_SETUP:-0}" = 1 ]; then
+    PY=${PYTHON:-python3}
+    return 0
+fi
 VENV=${VENV:-.venv}
 find_python() {
     local candidate

@@ -152,6 +152,13 @@ def _resume_with_accumulation(world, case_dir):
     return {"num_train_epochs": "40"}, ["--gradient_accumulation_steps=2"]
 
 
+def _output_dir_trained_with_mean_pooling(world, case_dir):
+    shutil.copytree(world.trained_dir, _out(case_dir))
+    with open(os.path.join(_out(case_dir), "head_settings.json"), "w") as f:
+        f.write('{"pooling": "mean"}\n')
+    return {}, ["--nodo_train"]
+
+
 def _output_dir_is_a_file(world, case_dir):
     os.makedirs(case_dir, exist_ok=True)
     with open(os.path.join(case_dir, "out"), "w") as f:
@@ -258,6 +265,9 @@ CASES = {
         _resume_with_accumulation,
         lambda w, d: ["--gradient_accumulation_steps=2",
                       os.path.join(_out(d), "model.ckpt-3") + " was trained without"]),
+    "output_dir_trained_with_other_pooling": Case(
+        _output_dir_trained_with_mean_pooling,
+        lambda w, d: [os.path.join(_out(d), "head_settings.json") + ":", "--pooling=mean"]),
     "output_dir_is_a_file": Case(
         _output_dir_is_a_file, lambda w, d: ["--output_dir=" + _out(d), "is a file"]),
 }

@@ -506,6 +506,18 @@ def test_converts_a_tiny_safetensors_model(tmp_path):
     assert result.num_parameters == sum(int(np.prod(s))
                                         for s in expected_google_shapes(config).values())
     assert result.ignored_keys == []
+    assert not any("pooling" in note for note in result.notes)
+
+
+def test_sentence_transformers_mean_pooling_gets_a_note(tmp_path):
+    config = tiny_hf_config()
+    hf_dir = make_hf_dir(tmp_path / "hf", config, tiny_hf_state(config))
+    os.makedirs(os.path.join(hf_dir, "1_Pooling"))
+    with open(os.path.join(hf_dir, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}, f)
+    result = conv.convert(hf_dir, str(tmp_path / "out"))
+    assert any("--pooling=mean" in note for note in result.notes)
+    assert "note: " in conv.format_summary(result)
 
 
 def test_converted_config_loads_in_modeling(tmp_path):

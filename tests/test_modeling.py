@@ -113,6 +113,23 @@ def test_padding_does_not_change_real_positions():
     np.testing.assert_allclose(out[0, :6], out[1, :6], atol=1e-5)
 
 
+def test_mean_pooling_averages_only_the_real_tokens():
+    config = tiny_config()
+    ids = random_ids(2, 10)
+    mask = np.array([[1] * 6 + [0] * 4, [1] * 10])
+    graph, model = build(config, ids, mask)
+    with graph.as_default():
+        mean = modeling.sentence_vector(model, tf.constant(mask), "mean")
+        pooled = modeling.sentence_vector(model, tf.constant(mask), "pooler")
+    sequence, mean, pooled, google = run(
+        graph, [model.get_sequence_output(), mean, pooled, model.get_pooled_output()])
+    np.testing.assert_allclose(mean[0], sequence[0, :6].mean(axis=0), atol=1e-5)
+    np.testing.assert_allclose(mean[1], sequence[1].mean(axis=0), atol=1e-5)
+    np.testing.assert_array_equal(pooled, google)
+    with pytest.raises(ValueError, match="pooling 'max'"):
+        modeling.sentence_vector(model, mask, "max")
+
+
 def test_gelu_forms_follow_their_formulas():
     x = np.linspace(-4, 4, 41).astype(np.float32)
     exact = 0.5 * x * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x]))

@@ -5,6 +5,8 @@ windows of the real movie reviews (with negatives that share a query word) and
 shows MRR@10 rising well above the untrained model's.
 """
 
+import collections
+import csv
 import glob
 import json
 import os
@@ -255,6 +257,27 @@ def test_train_rank_evaluate_and_export_on_two_cpu_replicas(tiny_data):
                                outputs["probabilities"].numpy()[:, 1], atol=1e-7)
 
 
+def test_wrapper_script_trains_and_evaluates_on_the_standard_file_names(tiny_data, tmp_path):
+    model, data, _ = tiny_data
+    msmarco = tmp_path / "msmarco"
+    msmarco.mkdir()
+    for ours, standard in (("triples.tsv", "triples.train.small.tsv"),
+                           ("dev.tsv", "top1000.dev"), ("qrels.txt", "qrels.dev.tsv")):
+        shutil.copy(str(data / ours), str(msmarco / standard))
+    out = tmp_path / "out"
+    env = dict(os.environ, BERT=os.path.dirname(model["vocab_file"]), DATA=str(msmarco),
+               OUT=str(out), PYTHON=sys.executable, MAX_SEQ_LENGTH="16",
+               MAX_QUERY_LENGTH="4", BATCH="8", EVAL_BATCH="8", LR="1e-3", POOLING="mean",
+               TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(["bash", "scripts/run_reranking.sh", "--log_every_n_steps=2"],
+                            cwd=REPO, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(str(out / "eval_results.json")) as f:
+        assert json.load(f)["queries_judged"] == 12
+    with open(str(out / "head_settings.json")) as f:
+        assert json.load(f) == {"pooling": "mean"}
+
+
 # -- real model, real text ------------------------------------------------------------
 
 
@@ -270,3 +293,198 @@ that the their theirs them themselves then there these they thing things this th
 though through too under until upon very was were what when where whether which
 while who whom whose why will with within without would yet you your yours
 """.split())
+
+def read_reviews(corpora_dir):
+    """The 1,500 real movie reviews of `polarity-en-pang&lee1.csv`, as token lists.
+
+    The text is already lower-cased and split into words and punctuation.
+    """
+    path = os.path.join(corpora_dir, "polarity-en-pang&lee1.csv")
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return [text.split() for _, text in csv.reader(f)]
+
+
+def is_content_word(word):
+    return len(word) >= 4 and word.isalpha() and word not in STOP_WORDS
+
+
+class KeywordTask(object):
+    """Keyword queries over windows of the real reviews, with lexical hard negatives.
+
+    A query is the `num_query_words` rarest content words (by document
+    frequency over the corpus, each in at least 2 reviews, ties broken at
+    random) of the first `keyword_span` tokens of a `window`-token passage
+    drawn from one review: that passage is its relevant one. Negatives are
+    windows of other reviews; a hard negative is placed so that it contains
+    one of the query words (also within its first `keyword_span` tokens, so
+    truncation never hides it), an easy one is anywhere. So a model must match
+    the query against the passage (several words, not one) to rank well.
+    Everything is drawn from `rng`: the task is the same on every machine.
+    """
+
+    def __init__(self, reviews, rng, window, keyword_span, num_query_words=4):
+        self.reviews, self.rng = reviews, rng
+        self.window, self.keyword_span, self.num_query_words = (window, keyword_span,
+                                                                num_query_words)
+        self.df = collections.Counter(w for words in reviews for w in set(words))
+        self.reviews_with = collections.defaultdict(list)  # word -> review indices
+        for index, words in enumerate(reviews):
+            for word in set(words):
+                if is_content_word(word):
+                    self.reviews_with[word].append(index)
+
+    def passage(self, review, start):
+        return " ".join(self.reviews[review][start:start + self.window])
+
+    def query(self, review):
+        """(query text, query words, start of the relevant window) of a review."""
+        words = self.reviews[review]
+        start = self.rng.randrange(len(words) - self.window + 1)
+        span = set(w for w in words[start:start + self.keyword_span]
+                   if is_content_word(w) and self.df[w] >= 2)
+        keyed = sorted(span, key=lambda w: (self.df[w], self.rng.random()))
+        chosen = keyed[:self.num_query_words]
+        self.rng.shuffle(chosen)
+        return " ".join(chosen), chosen, start
+
+    def random_negative(self, pool, exclude):
+        review = self.rng.choice(pool)
+        while review == exclude:
+            review = self.rng.choice(pool)
+        return self.passage(review, self.rng.randrange(
+            len(self.reviews[review]) - self.window + 1))
+
+    def hard_negative(self, pool, exclude, query_words):
+        """A window of another review of `pool` holding one query word, else None."""
+        pool = set(pool)
+        options = [(word, r) for word in query_words for r in self.reviews_with[word]
+                   if r != exclude and r in pool]
+        if not options:
+            return None
+        word, review = self.rng.choice(sorted(options))
+        words = self.reviews[review]
+        position = self.rng.choice([i for i, w in enumerate(words) if w == word])
+        start = position - self.rng.randrange(self.keyword_span)
+        return self.passage(review, max(0, min(start, len(words) - self.window)))
+
+
+def write_keyword_task(corpora_dir, data_dir, num_train=512, num_dev=32,
+                       num_candidates=10, num_hard=4, window=40, keyword_span=32, seed=0):
+    """Triples from `num_train` reviews, dev candidates from `num_dev` others.
+
+    Each training review gives one triple: its keyword query, its window, and
+    a negative from another training review (hard for every other triple).
+    Each dev query has its relevant window, `num_hard` hard negatives and
+    random ones, all from reviews outside the training set, in shuffled order
+    (the tie-break carries no signal). Returns the numbers of triples and of
+    dev queries. With the defaults a pair fits in 64 tokens (a 40-token window
+    is at most about 61 word pieces, a query at most about 9).
+    """
+    reviews = [words for words in read_reviews(corpora_dir) if len(words) >= 200]
+    rng = random.Random(seed)
+    order = list(range(len(reviews)))
+    rng.shuffle(order)
+    train, dev, held_out = order[:num_train], order[num_train:num_train + num_dev], \
+        order[num_train:]
+    task = KeywordTask(reviews, rng, window, keyword_span)
+    triples = []
+    for index, review in enumerate(train):
+        query, words, start = task.query(review)
+        negative = task.hard_negative(train, review, words) if index % 2 else None
+        negative = negative or task.random_negative(train, review)
+        triples.append("%s\t%s\t%s" % (query, task.passage(review, start), negative))
+    write_lines(os.path.join(data_dir, "triples.tsv"), triples)
+    candidates, qrels = [], []
+    for qid, review in enumerate(dev):
+        query, words, start = task.query(review)
+        passages = [task.passage(review, start)]
+        while len(passages) < num_candidates:
+            negative = (task.hard_negative(held_out, review, words)
+                        if len(passages) <= num_hard else None)
+            negative = negative or task.random_negative(held_out, review)
+            if negative not in passages:
+                passages.append(negative)
+        pids = [100 * qid + position for position in range(num_candidates)]
+        shuffled = list(zip(pids, passages))
+        rng.shuffle(shuffled)
+        candidates += ["%d\t%d\t%s\t%s" % (qid, pid, query, passage)
+                       for pid, passage in shuffled]
+        qrels.append("%d\t0\t%d\t1" % (qid, pids[0]))
+    write_lines(os.path.join(data_dir, "dev.tsv"), candidates)
+    write_lines(os.path.join(data_dir, "qrels.txt"), qrels)
+    return len(triples), len(dev)
+
+
+def write_checkpoint_with_head(source, dest_prefix, num_labels=2, seed=7):
+    """`source`'s variables + a freshly initialised classifier head + global_step 0.
+
+    Started from (init_checkpoint) by the trained run and restored as is by the
+    untrained one, so both share the very same weights at step 0.
+    """
+    reader = tf.train.load_checkpoint(source)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(seed)
+        for name in reader.get_variable_to_shape_map():
+            tf1.get_variable(name, initializer=reader.get_tensor(name))
+        hidden = reader.get_variable_to_shape_map()["bert/pooler/dense/bias"][0]
+        tf1.get_variable("output_weights", [num_labels, hidden],
+                         initializer=tf1.truncated_normal_initializer(stddev=0.02))
+        tf1.get_variable("output_bias", [num_labels], initializer=tf1.zeros_initializer())
+        tf1.train.get_or_create_global_step()
+        with tf1.Session(graph=graph) as session:
+            session.run(tf1.global_variables_initializer())
+            return tf1.train.Saver().save(session, dest_prefix, write_meta_graph=False)
+
+
+@pytest.mark.slow
+def test_fine_tuning_on_real_reviews_raises_mrr_over_the_untrained_model(
+        minilm_dir, corpora_dir, tmp_path):
+    import convert_hf_checkpoint
+    converted = str(tmp_path / "minilm")
+    convert_hf_checkpoint.convert(minilm_dir, converted)
+    data_dir = str(tmp_path / "data")
+    os.makedirs(data_dir)
+    assert write_keyword_task(corpora_dir, data_dir) == (512, 32)
+    init = write_checkpoint_with_head(os.path.join(converted, "bert_model.ckpt"),
+                                      str(tmp_path / "init" / "model.ckpt-0"))
+    model = {"vocab_file": os.path.join(converted, "vocab.txt"),
+             "bert_config_file": os.path.join(converted, "bert_config.json"),
+             "init_checkpoint": init}
+    common = data_args(data_dir)[:-2] + [
+        "--max_seq_length=64", "--max_query_length=16", "--eval_batch_size=32",
+        "--precision=auto", "--inference_precision=auto",
+        # all-MiniLM-L6-v2 is a sentence-transformers model: trained with mean
+        # pooling, its pooler never was (see docs/reranking.md).
+        "--pooling=mean"]
+
+    # Untrained: the init checkpoint itself (pretrained encoder, fresh head) as
+    # the only checkpoint of an output_dir, evaluated without training.
+    before_dir = tmp_path / "before"
+    before_dir.mkdir()
+    for path in glob.glob(init + ".*"):
+        shutil.copy(path, str(before_dir))
+    tf1.train.update_checkpoint_state(str(before_dir), str(before_dir / "model.ckpt-0"))
+    result = run_reranking(*(model_args(model, before_dir) + common + ["--do_eval"]))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(str(before_dir / "eval_results.json")) as f:
+        before = json.load(f)
+    assert before["global_step"] == 0
+
+    after_dir = tmp_path / "after"
+    result = run_reranking(*(model_args(model, after_dir) + common + [
+        "--do_train", "--do_eval", "--train_batch_size=16", "--num_train_epochs=1",
+        "--learning_rate=5e-5", "--warmup_proportion=0.1", "--log_every_n_steps=8"]))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "1024 examples x 1 epochs = 64 optimizer steps" in result.stderr
+    with open(str(after_dir / "eval_results.json")) as f:
+        after = json.load(f)
+    print("MRR@10 before %.4f, after %.4f (step %d)"
+          % (before["mrr@10"], after["mrr@10"], after["global_step"]))
+    assert after["queries_judged"] == before["queries_judged"] == 32
+    assert after["global_step"] == 64
+    # Measured with --pooling=mean: before 0.33-0.34 (chance for 10 candidates
+    # is 0.29), after 1.00 on seeds 12345, 7, 3, 99 at 5e-5 and 7, 3, 99 at
+    # 2e-5; the margin asserted is half the one observed. (With the untrained
+    # pooler instead, seed 7 reached only 0.53.)
+    assert after["mrr@10"] > before["mrr@10"] + 0.35, result.stderr[-3000:]
