@@ -107,13 +107,16 @@ def define_fine_tuning_flags():
                       "Changes which examples share a batch. Not for per-token labels.")
 
 
-def define_pooling_flag():
-    """--pooling, for the scripts whose head reads one vector per example."""
+def define_pooling_flag(flag_values=FLAGS):
+    """--pooling, for the scripts whose head reads one vector per example.
+
+    The choices are modeling.POOLING_MODES (not imported: it loads TensorFlow).
+    """
     flags.DEFINE_enum("pooling", "pooler", ["pooler", "mean"],
                       "How the head sees an example: pooler = Google's pooled [CLS] "
                       "output; mean = the mean of the tokens' final states (for "
                       "sentence-transformers models such as all-MiniLM-L6-v2, whose "
-                      "pooler was never trained).")
+                      "pooler was never trained).", flag_values=flag_values)
 
 
 def require_flags(*names):

@@ -275,6 +275,9 @@ def check_head_settings(output_dir, settings, save=False):
             except ValueError as e:
                 raise InputError("%s: not valid JSON (%s); expected the head settings a "
                                  "previous run wrote" % (path, e))
+        if not isinstance(saved, dict):
+            raise InputError("%s: expected a JSON object of head settings, got %s"
+                             % (path, json.dumps(saved)[:60]))
         different = ["--%s=%s" % (name, value) for name, value in sorted(saved.items())
                      if settings.get(name, value) != value]
         if different:

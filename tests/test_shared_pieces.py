@@ -174,3 +174,28 @@ def test_input_fingerprint(tmp_path):
     assert input_pipeline.input_fingerprint([first, second, missing]) != changed
     write(tmp_path, "c.tsv", "")
     assert input_pipeline.input_fingerprint([first, second, missing]) not in (base, changed)
+
+
+def test_head_settings_are_recorded_and_a_change_refused(tmp_path):
+    import fine_tuning
+    out = str(tmp_path)
+    fine_tuning.check_head_settings(out, {"pooling": "mean"})  # nothing recorded yet
+    assert not os.path.exists(fine_tuning.head_settings_path(out))
+    fine_tuning.check_head_settings(out, {"pooling": "mean"}, save=True)
+    fine_tuning.check_head_settings(out, {"pooling": "mean"})
+    with pytest.raises(InputError, match="trained with --pooling=mean"):
+        fine_tuning.check_head_settings(out, {"pooling": "pooler"})
+    with open(fine_tuning.head_settings_path(out), "w") as f:
+        f.write('["mean"]\n')
+    with pytest.raises(InputError, match="expected a JSON object"):
+        fine_tuning.check_head_settings(out, {"pooling": "mean"})
+
+
+def test_pooling_flag_offers_the_modes_modeling_builds():
+    from absl import flags
+
+    import common_flags
+    import modeling
+    flag_values = flags.FlagValues()
+    common_flags.define_pooling_flag(flag_values)
+    assert tuple(flag_values["pooling"].parser.enum_values) == modeling.POOLING_MODES
