@@ -416,7 +416,8 @@ def run_task(flags_values, model_inputs, runtime, task, evaluate_and_predict=Non
     if flags_values.save_for_serving:
         export(estimator, flags_values, dict(
             task.serving_config, do_lower_case=flags_values.do_lower_case,
-            max_seq_length=flags_values.max_seq_length, labels=task.label_list))
+            max_seq_length=flags_values.max_seq_length, labels=task.label_list,
+            **(task.head_settings or {})))
 
 
 def choose_label_list(output_dir, do_train, labels_from_data):

@@ -243,6 +243,7 @@ def test_train_rank_evaluate_and_export_on_two_cpu_replicas(tiny_data):
     with open(os.path.join(export_dir, "assets.extra", "serving_config.json")) as f:
         config = json.load(f)
     assert config["task"] == "reranking" and config["max_query_length"] == 4
+    assert config["pooling"] == "pooler"
     with open(str(data / "dev.tsv")) as f:
         pairs = [line.rstrip("\n").split("\t") for line in f][:8]
     tokenizer = tokenization.FullTokenizer(model["vocab_file"], True)
