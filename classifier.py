@@ -15,9 +15,11 @@ import json
 import numpy as np
 import tensorflow as tf
 
+import fine_tuning
 import input_pipeline
 import metrics
 import modeling
+import scores
 from training import Head
 
 tf1 = tf.compat.v1
@@ -128,9 +130,9 @@ def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
 def eval_report(results, label_list, multi_label):
     """The flat dict written to eval_results.{txt,json} from Estimator.evaluate's output."""
     if multi_label:
-        report = metrics.multi_label_report(results["multi_label_counts"], label_list)
+        report = scores.multi_label_report(results["multi_label_counts"], label_list)
     else:
-        report = metrics.classification_report(results["confusion_matrix"], label_list)
+        report = scores.classification_report(results["confusion_matrix"], label_list)
     report["eval_loss"] = float(results["eval_loss"])
     report["global_step"] = int(results["global_step"])
     return report
@@ -147,3 +149,50 @@ def prediction_lines(examples, predictions, label_list, multi_label, label_separ
             chosen = label_list[int(prediction["predicted"])]
         probabilities = ["%.6f" % p for p in prediction["probabilities"]]
         yield "\t".join([str(example.guid), chosen] + probabilities)
+
+
+class ClassifierTask(fine_tuning.Task):
+    """Sentence (pair) classification, single- or multi-label (see the module docstring).
+
+    examples: split -> [classifier_data.InputExample]; pooling: one of
+    modeling.POOLING_MODES; task_name: recorded for clients.
+    """
+
+    summary_keys = ("accuracy", "micro_f1", "eval_loss")
+
+    def __init__(self, examples, label_list, multi_label=False, threshold=0.5,
+                 pooling="pooler", label_separator="|", task_name="custom"):
+        super().__init__(examples, label_list, {"pooling": pooling})
+        self.multi_label = multi_label
+        self.threshold = threshold
+        self.label_separator = label_separator
+        self.task_name = task_name
+        self.name = "classification" + ("-multi-label" if multi_label else "")
+
+    def examples_digest(self, examples):
+        return examples_digest(examples)
+
+    def feature_rows(self, examples, tokenizer, max_seq_length):
+        return list(feature_rows(examples, tokenizer, max_seq_length, self.label_list,
+                                 self.multi_label))
+
+    def feature_spec(self, max_seq_length):
+        return feature_spec(max_seq_length, len(self.label_list), self.multi_label)
+
+    def head_fn(self, bert_config):
+        return make_head_fn(len(self.label_list), bert_config.hidden_dropout_prob,
+                            self.multi_label, self.threshold, self.head_settings["pooling"])
+
+    def eval_report(self, results):
+        return eval_report(results, self.label_list, self.multi_label)
+
+    def prediction_files(self, split, examples, predictions):
+        return [("test_results.tsv", prediction_lines(
+            examples, predictions, self.label_list, self.multi_label, self.label_separator))]
+
+    def serving_config(self):
+        return {"task": "classification", "task_name": self.task_name,
+                "multi_label": self.multi_label,
+                "multi_label_threshold": self.threshold,
+                "sentence_pairs": any(e.text_b is not None for split in self.examples.values()
+                                      for e in split)}

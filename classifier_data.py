@@ -110,7 +110,6 @@ imported before `get_processor` is called::
                     for i, (_, fields) in enumerate(cd.read_delimited(path, "\\t"))]
 """
 
-import codecs
 import csv
 import dataclasses
 import inspect
@@ -120,13 +119,13 @@ import re
 from typing import Optional, Tuple, Union
 
 import errors
+import fileio
+from errors import check_labels, input_error, show, show_list
 
 # Training files of a few hundred MB are normal; reading them must not hold
 # more than one line of raw text at a time, and csv's default limit of 128K
 # characters per field would reject long documents.
 _FIELD_SIZE_LIMIT = 2 ** 31 - 1
-_SHOWN_LABELS = 20
-_SHOWN_VALUE_CHARS = 60
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,32 +145,6 @@ class InputExample:
 # Messages
 
 
-def _show(value, limit=_SHOWN_VALUE_CHARS):
-    """repr() of a user value, shortened, so a message stays one short line."""
-    text = repr(value)
-    if len(text) > limit:
-        text = text[:limit - 3] + "..."
-    return text
-
-
-def _show_list(values, limit=_SHOWN_LABELS):
-    """Comma-separated reprs of at most `limit` values, then how many in all."""
-    values = list(values)
-    shown = ", ".join(_show(v) for v in values[:limit])
-    if len(values) > limit:
-        shown += ", ... (%d in all)" % len(values)
-    return shown
-
-
-def _where(path, line_number=None):
-    return "%s:%d" % (path, line_number) if line_number else str(path)
-
-
-def input_error(path, line_number, message):
-    """An InputError reading `<path>[:<line>]: <message>`."""
-    return errors.InputError("%s: %s" % (_where(path, line_number), message))
-
-
 def _parse_bool(value, flag):
     """True/False from a bool or a string such as "true", "0", "no"."""
     if isinstance(value, bool):
@@ -181,69 +154,11 @@ def _parse_bool(value, flag):
         return True
     if text in ("0", "false", "f", "no", "n"):
         return False
-    raise errors.InputError("--%s must be true or false, got %s" % (flag, _show(value)))
+    raise errors.InputError("--%s must be true or false, got %s" % (flag, show(value)))
 
 
 # ---------------------------------------------------------------------------
 # Reading files
-
-
-def _check_encoding(encoding):
-    """Returns the codec name; line-by-line decoding needs b"\\n" to mean newline."""
-    try:
-        name = codecs.lookup(encoding).name
-    except (LookupError, TypeError):
-        raise errors.InputError("--encoding: unknown encoding %s" % _show(encoding))
-    if name == "utf-8-sig":
-        name = "utf-8"  # the BOM is skipped anyway
-    if "\n".encode(name) != b"\n" or "a,\t\"{".encode(name) != b"a,\t\"{":
-        raise errors.InputError(
-            "--encoding: %s is not supported; it must be ASCII-compatible such as "
-            "utf-8, latin-1 or cp1252 (re-save the file as UTF-8)" % name)
-    return name
-
-
-def decoded_lines(path, encoding="utf-8"):
-    """Yields (line_number, text) for each line of a file, line ending kept.
-
-    Lines are split on b"\\n" before decoding so an undecodable byte can be
-    reported with its line and byte offset; a UTF-8 byte-order mark is skipped.
-    """
-    encoding = _check_encoding(encoding)
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise input_error(path, None, "file not found")
-    except IsADirectoryError:
-        raise input_error(path, None, "is a directory, expected a data file")
-    except OSError as e:
-        raise input_error(path, None, "cannot read the file: %s" % (e.strerror or e))
-    with handle:
-        offset = 0
-        line_number = 0
-        while True:
-            try:
-                raw = handle.readline()
-            except OSError as e:
-                raise input_error(path, line_number + 1,
-                                  "cannot read the file: %s" % (e.strerror or e))
-            if not raw:
-                return
-            line_number += 1
-            start = 0
-            if line_number == 1 and encoding == "utf-8" and raw.startswith(codecs.BOM_UTF8):
-                start = len(codecs.BOM_UTF8)
-            try:
-                text = raw[start:].decode(encoding)
-            except UnicodeDecodeError as e:
-                bad = start + e.start
-                raise input_error(
-                    path, line_number,
-                    "not valid %s: byte 0x%02x at byte offset %d of the file (byte %d "
-                    "of the line); save the file as %s" % (
-                        encoding, raw[bad], offset + bad, bad + 1, encoding))
-            offset += len(raw)
-            yield line_number, text
 
 
 def read_delimited(path, delimiter, quotechar=None, encoding="utf-8"):
@@ -259,7 +174,7 @@ def read_delimited(path, delimiter, quotechar=None, encoding="utf-8"):
     unreadable file, bytes that are not `encoding`, and malformed quoting.
     """
     csv.field_size_limit(max(csv.field_size_limit(), _FIELD_SIZE_LIMIT))
-    lines = (text for _, text in decoded_lines(path, encoding))
+    lines = (text for _, text in fileio.decoded_lines(path, encoding))
     if quotechar is None:
         reader = csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_NONE)
     else:
@@ -308,7 +223,7 @@ class _Column:
     flag: Optional[str] = None
 
     def describe(self, field=None):
-        what = _show(self.name) if self.name is not None else "index %d" % self.index
+        what = show(self.name) if self.name is not None else "index %d" % self.index
         if self.flag:
             return "%s (--%s)" % (what, self.flag)
         return "%s (%s)" % (what, field) if field else what
@@ -342,7 +257,7 @@ def _resolve_column(column, field, header, width, path, line_number):
             return positions[0]
         if column.index is None:
             raise input_error(path, line_number, "no column %s in the header; columns: %s"
-                              % (described, _show_list(h.strip() for h in header)))
+                              % (described, show_list(h.strip() for h in header)))
     elif column.index is None:
         raise input_error(path, line_number, "column %s is given by name but the file "
                           "has no header line; give a 0-based index or set --has_header"
@@ -386,7 +301,7 @@ def _field_count_hint(delimiter, quotechar):
     if delimiter == "\t":
         return "; is there a tab inside a text?"
     if quotechar is not None:
-        return "; quote fields that contain %s" % _show(delimiter)
+        return "; quote fields that contain %s" % show(delimiter)
     return ""
 
 
@@ -403,7 +318,7 @@ def _check_distinct(columns, indices, path, line_number):
 
 def _jsonl_records(path, keys, encoding="utf-8"):
     """Yields (line_number, {field: value}) picking `keys` ({field: (key, flag)})."""
-    for line_number, text in decoded_lines(path, encoding):
+    for line_number, text in fileio.decoded_lines(path, encoding):
         text = text.strip()
         if not text:
             continue
@@ -419,7 +334,7 @@ def _jsonl_records(path, keys, encoding="utf-8"):
         for field, (key, flag) in keys.items():
             if key not in record:
                 raise input_error(path, line_number, "no key %s (--%s); keys: %s"
-                                  % (_show(key), flag, _show_list(record)))
+                                  % (show(key), flag, show_list(record)))
             values[field] = record[key]
         yield line_number, values
 
@@ -434,7 +349,7 @@ def _text_value(value, field, path, line_number, may_be_empty):
         value = ""
     if not isinstance(value, str):
         raise input_error(path, line_number, "%s must be a string, got %s"
-                          % (field, _show(value)))
+                          % (field, show(value)))
     value = value.strip()
     if not value and not may_be_empty:
         raise input_error(path, line_number, "%s is empty" % field)
@@ -444,7 +359,7 @@ def _text_value(value, field, path, line_number, may_be_empty):
 def _scalar_label(value, path, line_number):
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise input_error(path, line_number, "a label must be a string or an integer, got %s"
-                          % _show(value))
+                          % show(value))
     return str(value).strip()
 
 
@@ -464,15 +379,6 @@ def _label_value(value, multi_label, separator, path, line_number):
         parts = _scalar_label(value, path, line_number).split(separator)
     # An empty list is a real answer in multi-label data: none of the labels.
     return tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
-
-
-def check_labels(labels, allowed, origin, path, line_number):
-    """InputError at path:line_number for the first of `labels` not in `allowed`;
-    `origin` says where the allowed set comes from ("found in train.csv")."""
-    for label in labels:
-        if label not in allowed:
-            raise input_error(path, line_number, "label %s is not one of the %d labels %s: %s"
-                              % (_show(label), len(allowed), origin, _show_list(allowed)))
 
 
 def _build_examples(path, set_name, records, labels=None, labels_origin="",
@@ -506,7 +412,7 @@ def _build_examples(path, set_name, records, labels=None, labels_origin="",
             guid = _text_value(raw_id, "the id", path, line_number, False)
             if guid in id_lines:
                 raise input_error(path, line_number, "id %s already used on line %d"
-                                  % (_show(guid), id_lines[guid]))
+                                  % (show(guid), id_lines[guid]))
             id_lines[guid] = line_number
         else:
             guid = "%s-%d" % (set_name, len(examples))
@@ -585,7 +491,7 @@ def get_processor(task_name, **options):
     key = str(task_name).strip().lower()
     if key not in PROCESSORS:
         raise errors.InputError("--task_name: unknown task %s; known tasks: %s"
-                                % (_show(task_name), ", ".join(sorted(PROCESSORS))))
+                                % (show(task_name), ", ".join(sorted(PROCESSORS))))
     cls = PROCESSORS[key]
     options = {k: v for k, v in options.items() if v is not None}
     parameters = inspect.signature(cls).parameters.values()
@@ -793,7 +699,7 @@ class XnliProcessor(_GlueProcessor):
                 seen.add(language)
         if not kept:
             raise input_error(path, None, "no examples of --language=%s; languages in the "
-                              "file: %s" % (self.language, _show_list(sorted(seen))))
+                              "file: %s" % (self.language, show_list(sorted(seen))))
 
 
 _FORMATS = ("tsv", "csv", "jsonl")
@@ -807,10 +713,10 @@ def _parse_labels(labels):
     parsed = tuple(str(label).strip() for label in labels)
     if not parsed or any(not label for label in parsed):
         raise errors.InputError("--labels must be a comma-separated list of non-empty "
-                                "labels, got %s" % _show(labels))
+                                "labels, got %s" % show(labels))
     duplicates = sorted({label for label in parsed if parsed.count(label) > 1})
     if duplicates:
-        raise errors.InputError("--labels lists %s more than once" % _show_list(duplicates))
+        raise errors.InputError("--labels lists %s more than once" % show_list(duplicates))
     return parsed
 
 
@@ -837,7 +743,7 @@ class CustomProcessor(DataProcessor):
             file_format = str(file_format).strip().lower().lstrip(".")
             if file_format not in _FORMATS:
                 raise errors.InputError("--file_format must be one of %s, got %s"
-                                        % (", ".join(_FORMATS), _show(file_format)))
+                                        % (", ".join(_FORMATS), show(file_format)))
         self._format = file_format
         self._has_header = _parse_bool(has_header, "has_header")
         self._explicit_labels = _parse_labels(labels) if labels is not None else None
@@ -847,7 +753,7 @@ class CustomProcessor(DataProcessor):
         if not label_separator:
             raise errors.InputError("--label_separator must not be empty")
         self._separator = label_separator
-        self._encoding = _check_encoding(encoding)
+        self._encoding = fileio.check_encoding(encoding)
 
     def get_train_examples(self, data_dir):
         path = self._path(data_dir, "train")
@@ -918,7 +824,7 @@ class CustomProcessor(DataProcessor):
         extension = os.path.splitext(path)[1].lower()
         if extension not in _EXTENSIONS:
             raise input_error(path, None, "cannot tell the format from the extension %s; "
-                              "set --file_format to tsv, csv or jsonl" % _show(extension))
+                              "set --file_format to tsv, csv or jsonl" % show(extension))
         return _EXTENSIONS[extension]
 
     def _read(self, path, split, labels, labels_origin):
@@ -950,5 +856,5 @@ class CustomProcessor(DataProcessor):
         for field, (key, flag) in keys.items():
             if key in owner:
                 raise errors.InputError("--%s and --%s name the same key %s"
-                                        % (owner[key], flag, _show(key)))
+                                        % (owner[key], flag, show(key)))
             owner[key] = flag

@@ -6,8 +6,9 @@ meaning; the multi-GPU fork's `use_gpu`, `num_gpu_cores`, `use_fp16` and
 lines parse, but `--use_tpu` is refused with a clear message.
 
 Entry scripts call the `define_*` functions they need at import time, then
-`run_script(main)`; `main` gets the parsed FLAGS and may raise
-errors.InputError, which is printed as one line (no traceback) with exit code 1.
+`run_script(main)`; `main` gets the parsed FLAGS, reads them once into a
+run_options.RunOptions (`read_run_options`) and may raise errors.InputError,
+which is printed as one line (no traceback) with exit code 1.
 """
 
 import logging
@@ -15,25 +16,30 @@ import sys
 
 from absl import app, flags
 
-from errors import InputError
+import run_options
+from errors import InputError, fail
 
 FLAGS = flags.FLAGS
 
 
 def define_model_flags():
-    """The model and vocabulary: bert_config_file, vocab_file, init_checkpoint, ..."""
+    """The pre-trained model: bert_config_file, init_checkpoint, max_seq_length."""
     flags.DEFINE_string("bert_config_file", None,
                         "bert_config.json of the pre-trained model (the architecture).")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained with.")
     flags.DEFINE_string("init_checkpoint", None,
                         "Checkpoint (prefix or folder) to start from, usually the "
                         "pre-trained bert_model.ckpt. A checkpoint in output_dir wins: "
                         "re-running a command resumes it.")
-    flags.DEFINE_bool("do_lower_case", True,
-                      "Lower-case and strip accents (True for uncased models).")
     flags.DEFINE_integer("max_seq_length", 128,
                          "Tokens per sequence after WordPiece, with [CLS]/[SEP]; longer "
                          "inputs are truncated, shorter ones padded.")
+
+
+def define_tokenizer_flags():
+    """The WordPiece vocabulary and casing, for the scripts that tokenize text."""
+    flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained with.")
+    flags.DEFINE_bool("do_lower_case", True,
+                      "Lower-case and strip accents (True for uncased models).")
 
 
 def define_run_flags():
@@ -107,12 +113,25 @@ def define_fine_tuning_flags():
                       "Changes which examples share a batch. Not for per-token labels.")
 
 
-def define_pooling_flag(flag_values=FLAGS):
+def define_fine_tuning_script_flags(pooling_modes=None):
+    """Every flag a fine-tuning script shares: model, tokenizer, run and fine-tuning
+    flags, and --pooling when the script's head reads one vector per example
+    (`pooling_modes`: modeling.POOLING_MODES)."""
+    define_model_flags()
+    define_tokenizer_flags()
+    define_run_flags()
+    define_fine_tuning_flags()
+    if pooling_modes:
+        define_pooling_flag(pooling_modes)
+
+
+def define_pooling_flag(choices, flag_values=FLAGS):
     """--pooling, for the scripts whose head reads one vector per example.
 
-    The choices are modeling.POOLING_MODES (not imported: it loads TensorFlow).
+    choices: modeling.POOLING_MODES, passed by the script (this module stays
+    free of TensorFlow for the scripts that do not train).
     """
-    flags.DEFINE_enum("pooling", "pooler", ["pooler", "mean"],
+    flags.DEFINE_enum("pooling", "pooler", list(choices),
                       "How the head sees an example: pooler = Google's pooled [CLS] "
                       "output; mean = the mean of the tokens' final states (for "
                       "sentence-transformers models such as all-MiniLM-L6-v2, whose "
@@ -126,32 +145,15 @@ def require_flags(*names):
             raise InputError("--%s is required" % name)
 
 
-def check_run_flags():
-    """Flag combinations that cannot work, reported before anything is written."""
-    if FLAGS.use_tpu:
-        raise InputError("--use_tpu: TPUs are not supported by this toolkit; use --use_gpu "
-                         "or CPUs")
-    for name in ("train_batch_size", "eval_batch_size", "gradient_accumulation_steps",
-                 "save_checkpoints_steps", "log_every_n_steps", "keep_checkpoint_max"):
-        if FLAGS[name].value < 1:
-            raise InputError("--%s must be >= 1, got %d" % (name, FLAGS[name].value))
-    if FLAGS.learning_rate <= 0:
-        raise InputError("--learning_rate must be > 0, got %g" % FLAGS.learning_rate)
+def read_run_options(flag_values=FLAGS, **overrides):
+    """The RunOptions of the parsed flags (those this script defines), validated.
 
-
-def check_fine_tuning_flags():
-    """The fine-tuning flags' values that cannot work, before anything is written."""
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.save_for_serving):
-        raise InputError("nothing to do: give at least one of --do_train, --do_eval, "
-                         "--do_predict, --save_for_serving")
-    if FLAGS.predict_batch_size < 1:
-        raise InputError("--predict_batch_size must be >= 1, got %d" % FLAGS.predict_batch_size)
-    if FLAGS.do_train and not FLAGS.num_train_epochs > 0:
-        raise InputError("--num_train_epochs must be > 0 with --do_train, got %g"
-                         % FLAGS.num_train_epochs)
-    if not 0 <= FLAGS.warmup_proportion <= 1:
-        raise InputError("--warmup_proportion must be between 0 and 1, got %g"
-                         % FLAGS.warmup_proportion)
+    overrides: field -> value for settings a script fixes itself.
+    """
+    values = {name: flag_values[name].value for name in run_options.field_names()
+              if name in flag_values}
+    values.update(overrides)
+    return run_options.RunOptions(**values)
 
 
 def quiet_logging():
@@ -174,19 +176,13 @@ def quiet_logging():
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
 
 
-def _fail(message):
-    """Prints `message` as the one line "error: ..." on stderr and exits with code 1."""
-    sys.stderr.write("error: %s\n" % " ".join(str(message).split()))
-    sys.exit(1)
-
-
 def _parse_flags(argv):
     """absl's flag parsing, reporting a bad flag (unknown name, malformed value) as
     one "error:" line like every other mistake, instead of absl's two-line FATAL."""
     try:
         return FLAGS(argv)
     except flags.Error as e:
-        _fail(e)
+        fail(e)
 
 
 def run_script(main):
@@ -199,5 +195,5 @@ def run_script(main):
                                  "(booleans --name or --noname)" % " ".join(argv[1:]))
             main(FLAGS)
         except InputError as e:
-            _fail(e)
+            fail(e)
     app.run(guarded_main, flags_parser=_parse_flags)

@@ -13,6 +13,7 @@ Facts this module is built on (TensorFlow 2.15.1):
 """
 
 import collections
+import json
 import math
 
 import tensorflow as tf
@@ -20,6 +21,11 @@ import tensorflow as tf
 from errors import InputError
 
 tf1 = tf.compat.v1
+
+Runtime = collections.namedtuple("Runtime", [
+    "devices", "precision", "inference_precision"])
+"""devices: this process's replica devices; precision / inference_precision:
+"fp32", "fp16" or "bf16" for training and for eval, predict and export."""
 
 TrainingPlan = collections.namedtuple("TrainingPlan", [
     "num_examples", "num_train_epochs", "num_replicas", "per_replica_batch_size",
@@ -60,15 +66,11 @@ def replica_devices(use_gpu, num_gpu_cores, num_cpu_replicas):
     """The device list to mirror over; raises InputError if it cannot exist here."""
     if use_gpu:
         available = visible_gpu_count()
-        if num_gpu_cores < 1:
-            raise InputError("--num_gpu_cores must be >= 1, got %d" % num_gpu_cores)
         if num_gpu_cores > available:
             raise InputError("--num_gpu_cores=%d but %d GPU(s) are visible to TensorFlow "
                              "(check CUDA_VISIBLE_DEVICES and that tensorflow[and-cuda] "
                              "is installed)" % (num_gpu_cores, available))
         return ["/gpu:%d" % i for i in range(num_gpu_cores)]
-    if num_cpu_replicas < 1:
-        raise InputError("--num_cpu_replicas must be >= 1, got %d" % num_cpu_replicas)
     return ["/cpu:%d" % i for i in range(num_cpu_replicas)]
 
 
@@ -103,18 +105,13 @@ def gpu_supports_bf16():
     return all(c is not None and c >= (8, 0) for c in capabilities)
 
 
-def resolve_precision(precision, use_fp16=False, use_gpu=False):
-    """Turns the precision flag (and the old use_fp16 alias) into fp32, fp16 or bf16.
+def resolve_precision(precision, use_gpu=False):
+    """Turns a precision flag's value into fp32, fp16 or bf16.
 
     "auto" picks the fastest precision that needs no loss scaling where the
     hardware has it: bf16 on Ampere+ GPUs and on CPUs with bf16 matrix units,
     fp16 on older GPUs, fp32 otherwise.
     """
-    if use_fp16:
-        if precision not in ("fp32", "fp16"):
-            raise InputError("--use_fp16 contradicts --precision=%s (use_fp16 is an alias "
-                             "of --precision=fp16)" % precision)
-        return "fp16"
     if precision == "auto":
         if use_gpu:
             return "bf16" if gpu_supports_bf16() else "fp16"
@@ -122,6 +119,27 @@ def resolve_precision(precision, use_fp16=False, use_gpu=False):
     if precision not in ("fp32", "fp16", "bf16"):
         raise InputError("--precision must be fp32, fp16, bf16 or auto, got %r" % precision)
     return precision
+
+
+def resolve_runtime(options):
+    """The Runtime of run_options.RunOptions; InputError if it cannot exist here."""
+    devices = replica_devices(options.use_gpu, options.num_gpu_cores, options.num_cpu_replicas)
+    precision = resolve_precision(options.training_precision, use_gpu=options.use_gpu)
+    inference_precision = resolve_precision(options.inference_precision,
+                                            use_gpu=options.use_gpu)
+    if precision == "fp16" and not options.use_gpu:
+        tf1.logging.warning("fp16 on a CPU is very slow (no fp16 matrix units); "
+                            "bf16 or fp32 is the better choice here")
+    return Runtime(devices, precision, inference_precision)
+
+
+def make_estimator(options, runtime, model_fn):
+    """An Estimator in options.output_dir over the runtime's devices (one process)."""
+    run_config = make_run_config(
+        options.output_dir, runtime.devices, use_xla=options.use_xla,
+        save_checkpoints_steps=options.save_checkpoints_steps,
+        keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
+    return tf.estimator.Estimator(model_fn=model_fn, config=run_config)
 
 
 def make_session_config(devices, use_xla=False):
@@ -178,7 +196,6 @@ def parse_tf_config(text, source="TF_CONFIG"):
     Parameter servers and evaluator tasks are not supported (synchronous
     all-reduce training only).
     """
-    import json
     if text is None or not text.strip():
         return None
     try:

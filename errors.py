@@ -18,6 +18,32 @@ def input_error(path, line_number, message):
     return InputError("%s: %s" % (where, message))
 
 
+def show(value, limit=60):
+    """repr() of a user value, shortened, so a message stays one short line."""
+    text = repr(value)
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return text
+
+
+def show_list(values, limit=20):
+    """Comma-separated reprs of at most `limit` values, then how many in all."""
+    values = list(values)
+    shown = ", ".join(show(v) for v in values[:limit])
+    if len(values) > limit:
+        shown += ", ... (%d in all)" % len(values)
+    return shown
+
+
+def check_labels(labels, allowed, origin, path, line_number):
+    """InputError at path:line_number for the first of `labels` not in `allowed`;
+    `origin` says where the allowed set comes from ("found in train.csv")."""
+    for label in labels:
+        if label not in allowed:
+            raise input_error(path, line_number, "label %s is not one of the %d labels %s: %s"
+                              % (show(label), len(allowed), origin, show_list(allowed)))
+
+
 def fail(message):
     """Prints `message` as the one line "error: ..." on stderr and exits with code 1.
 

@@ -11,6 +11,8 @@ not train start fast).
 import codecs
 import contextlib
 import glob
+import io
+import json
 import os
 
 from errors import InputError, input_error
@@ -31,7 +33,6 @@ def open_file(path, mode="r", encoding="utf-8"):
         handle = _gfile().GFile(path, mode.replace("b", "") + "b")
         if "b" in mode:
             return handle
-        import io
         return io.TextIOWrapper(handle, encoding=encoding)
     if "b" in mode:
         return open(path, mode)
@@ -192,3 +193,13 @@ def chunks(items, size):
             chunk = []
     if chunk:
         yield chunk
+
+
+def write_results(results, output_dir, name):
+    """Writes a flat dict as output_dir/<name>.json and as `key = value` lines in
+    output_dir/<name>.txt (the layout of Google's eval_results.txt), atomically."""
+    payload = {k: (v.item() if hasattr(v, "item") else v) for k, v in results.items()}
+    write_text_atomically(os.path.join(output_dir, name + ".json"),
+                          json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    write_text_atomically(os.path.join(output_dir, name + ".txt"),
+                          "".join("%s = %s\n" % (k, payload[k]) for k in sorted(payload)))

@@ -19,6 +19,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+import fileio
+
 
 # Files up to this size are hashed by content in `input_fingerprint`.
 _HASH_CONTENT_LIMIT = 1 << 20
@@ -72,19 +74,14 @@ def write_tfrecord(path, feature_rows):
 
     Returns the number of records written.
     """
-    temporary = path + ".partial"
     count = 0
-    try:
+    with fileio.atomic_path(path) as temporary:
         with tf.io.TFRecordWriter(temporary) as writer:
             for row in feature_rows:
                 example = tf.train.Example(features=tf.train.Features(
                     feature={name: _feature(values) for name, values in row.items()}))
                 writer.write(example.SerializeToString())
                 count += 1
-        tf.io.gfile.rename(temporary, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(temporary):
-            tf.io.gfile.remove(temporary)
     return count
 
 
@@ -120,9 +117,8 @@ def cached_tfrecord(cache_dir, split, key_parts, make_rows):
     meta_path = path + ".json"
     tf.io.gfile.makedirs(cache_dir)
     count = write_tfrecord(path, make_rows())
-    with tf.io.gfile.GFile(meta_path + ".partial", "w") as f:
-        json.dump({"num_records": count, "key": key_parts}, f, indent=1, default=str)
-    tf.io.gfile.rename(meta_path + ".partial", meta_path, overwrite=True)
+    fileio.write_text_atomically(meta_path, json.dumps(
+        {"num_records": count, "key": key_parts}, indent=1, default=str))
     return path, count
 
 
@@ -202,6 +198,10 @@ def make_input_fn(path, feature_spec, batch_size, is_training, drop_remainder=No
       input_fn() -> tf.data.Dataset of dicts name -> [batch, length] tensors
       (int64 features come out as int32, the dtype the model takes, except
       those in `keep_int64`).
+
+    One function on purpose: the two pipelines (bucketed or not) share the
+    parse, shard and shuffle steps and differ only in their order; most of
+    its length is this docstring.
     """
     if drop_remainder is None:
         drop_remainder = is_training

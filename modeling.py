@@ -27,7 +27,6 @@ import json
 import math
 import re
 
-import numpy as np
 import tensorflow as tf
 
 from errors import InputError
@@ -437,7 +436,8 @@ class BertModel(object):
         return self._embedding_table
 
 
-def _variable_name(variable):
+def variable_name(variable):
+    """A variable's name without the output suffix: "bert/x/kernel:0" -> "bert/x/kernel"."""
     return re.sub(r":\d+$", "", variable.name)
 
 
@@ -448,7 +448,7 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
       (assignment_map: OrderedDict name -> name,
        initialized_variable_names: dict with each name and name + ":0").
     """
-    by_name = collections.OrderedDict((_variable_name(v), v) for v in tvars)
+    by_name = collections.OrderedDict((variable_name(v), v) for v in tvars)
     assignment_map = collections.OrderedDict()
     initialized_variable_names = {}
     for name, _ in tf.train.list_variables(init_checkpoint):
@@ -536,7 +536,7 @@ def init_from_checkpoint(init_checkpoint, tvars=None):
     tvars = tf1.trainable_variables() if tvars is None else tvars
     init_checkpoint = resolve_checkpoint(init_checkpoint)
     check_checkpoint_compatible(
-        {_variable_name(v): v.shape.as_list() for v in tvars}, init_checkpoint)
+        {variable_name(v): v.shape.as_list() for v in tvars}, init_checkpoint)
     assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
     tf1.train.init_from_checkpoint(init_checkpoint, assignment_map)
     return {name for name in initialized if not name.endswith(":0")}
@@ -555,8 +555,3 @@ def check_max_seq_length(config, max_seq_length, flag_name="max_seq_length"):
     if max_seq_length > config.max_position_embeddings:
         raise InputError("--%s=%d is longer than the model's max_position_embeddings %d"
                          % (flag_name, max_seq_length, config.max_position_embeddings))
-
-
-def count_parameters(tvars):
-    """Number of scalar parameters in `tvars`."""
-    return int(sum(np.prod(v.shape.as_list()) for v in tvars))

@@ -34,6 +34,8 @@ import re
 
 import tensorflow as tf
 
+import modeling
+
 tf1 = tf.compat.v1
 
 _NO_DECAY_PATTERNS = ("LayerNorm", "layer_norm", "bias")
@@ -70,12 +72,8 @@ def uses_weight_decay(variable_name, exclude_patterns=_NO_DECAY_PATTERNS):
     return not any(re.search(pattern, variable_name) for pattern in exclude_patterns)
 
 
-def _variable_name(variable):
-    return re.sub(r":\d+$", "", variable.name)
-
-
 def _slot(variable, suffix, **kwargs):
-    return tf1.get_variable(_variable_name(variable) + "/" + suffix,
+    return tf1.get_variable(modeling.variable_name(variable) + "/" + suffix,
                             shape=variable.shape.as_list(), dtype=tf.float32,
                             initializer=tf1.zeros_initializer(), trainable=False, **kwargs)
 
@@ -106,7 +104,7 @@ def _adam_update(variable, gradient, m, v, learning_rate, apply_update, optimize
     else:
         # Google's AdamW: no bias correction (kept so results match the original).
         update = next_m / (tf.sqrt(next_v) + epsilon)
-    if weight_decay_rate and uses_weight_decay(_variable_name(variable)):
+    if weight_decay_rate and uses_weight_decay(modeling.variable_name(variable)):
         update += weight_decay_rate * variable
     if optimizer == "lamb":
         weight_norm = tf.norm(variable)
@@ -138,6 +136,11 @@ def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
       tvars: variables to train (default: all trainable variables).
     Returns:
       A `TrainOp` (train_op plus float32 scalars for logging).
+
+    Longer than the rest on purpose: `cross_replica_step` runs inside one
+    merge_call and closes over the per-replica state built above it (slots,
+    buffers, counters); passing that state through arguments would only move
+    the same lines into a signature.
     """
     if optimizer not in ("adamw", "lamb"):
         raise ValueError("optimizer must be 'adamw' or 'lamb', got %r" % (optimizer,))

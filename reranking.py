@@ -35,9 +35,10 @@ import numpy as np
 import tensorflow as tf
 
 import classifier
-import classifier_data
+import fileio
+import fine_tuning
 import input_pipeline
-from errors import InputError
+from errors import InputError, input_error
 
 LABELS = ("0", "1")
 MRR_DEPTH = 10
@@ -75,24 +76,12 @@ class PairSource(object):
 # Reading files
 
 
-def _error(path, line_number, message):
-    return InputError("%s:%d: %s" % (path, line_number, message))
-
-
-def _lines(path):
-    """Yields (line_number, text without its line ending) of the non-blank lines."""
-    for line_number, text in classifier_data.decoded_lines(path):
-        text = text.rstrip("\r\n")
-        if text.strip():
-            yield line_number, text
-
-
 def parse_id(text, path, line_number, what):
     """An MS MARCO id (an integer) or a one-line InputError naming the file and line."""
     try:
         return int(text.strip())
     except ValueError:
-        raise _error(path, line_number, "%s %r is not an integer (MS MARCO ids are "
+        raise input_error(path, line_number, "%s %r is not an integer (MS MARCO ids are "
                      "integers)" % (what, text[:40]))
 
 
@@ -102,12 +91,12 @@ def read_triples(path, limit=None):
     limit: stop after this many triples (None: read them all).
     """
     count = 0
-    for line_number, text in _lines(path):
+    for line_number, text in fileio.non_blank_lines(path):
         if limit is not None and count >= limit:
             return
         fields = text.split("\t")
         if len(fields) != 3:
-            raise _error(path, line_number, "expected 3 tab-separated fields (query, "
+            raise input_error(path, line_number, "expected 3 tab-separated fields (query, "
                          "positive passage, negative passage), got %d" % len(fields))
         count += 1
         yield line_number, fields[0], fields[1], fields[2]
@@ -122,23 +111,23 @@ def read_candidates(path):
     query's pids and the set of finished qids are kept in memory.
     """
     finished, current_qid, current_pids = set(), None, set()
-    for line_number, text in _lines(path):
+    for line_number, text in fileio.non_blank_lines(path):
         fields = text.split("\t")
         if len(fields) != 4:
-            raise _error(path, line_number, "expected 4 tab-separated fields (qid, pid, "
+            raise input_error(path, line_number, "expected 4 tab-separated fields (qid, pid, "
                          "query, passage), got %d" % len(fields))
         qid = parse_id(fields[0], path, line_number, "qid")
         pid = parse_id(fields[1], path, line_number, "pid")
         if qid != current_qid:
             if qid in finished:
-                raise _error(path, line_number, "qid %d appears again after other qids; "
+                raise input_error(path, line_number, "qid %d appears again after other qids; "
                              "the candidates of one query must be on consecutive lines "
                              "(sort the file by qid)" % qid)
             if current_qid is not None:
                 finished.add(current_qid)
             current_qid, current_pids = qid, set()
         if pid in current_pids:
-            raise _error(path, line_number, "pid %d is listed twice for qid %d" % (pid, qid))
+            raise input_error(path, line_number, "pid %d is listed twice for qid %d" % (pid, qid))
         current_pids.add(pid)
         yield Candidate(line_number, qid, pid, fields[2], fields[3])
 
@@ -151,17 +140,17 @@ def read_qrels(path):
     but no ranking can score on it (see `evaluate_ranked`).
     """
     relevant = {}
-    for line_number, text in _lines(path):
+    for line_number, text in fileio.non_blank_lines(path):
         fields = text.split()
         if len(fields) != 4:
-            raise _error(path, line_number, "expected 4 fields (qid 0 pid relevance) "
+            raise input_error(path, line_number, "expected 4 fields (qid 0 pid relevance) "
                          "separated by spaces or tabs, got %d" % len(fields))
         qid = parse_id(fields[0], path, line_number, "qid")
         pid = parse_id(fields[2], path, line_number, "pid")
         try:
             relevance = int(fields[3])
         except ValueError:
-            raise _error(path, line_number, "relevance %r is not an integer"
+            raise input_error(path, line_number, "relevance %r is not an integer"
                          % fields[3][:40])
         pids = relevant.setdefault(qid, set())
         if relevance > 0:
@@ -176,24 +165,24 @@ def read_run(path):
     within a query the ranks 1, 2, 3, ... in order.
     """
     current_qid, pids, finished = None, [], set()
-    for line_number, text in _lines(path):
+    for line_number, text in fileio.non_blank_lines(path):
         fields = text.split("\t")
         if len(fields) not in (3, 4):
-            raise _error(path, line_number, "expected qid, pid, rank[, score] separated by "
+            raise input_error(path, line_number, "expected qid, pid, rank[, score] separated by "
                          "tabs, got %d fields" % len(fields))
         qid = parse_id(fields[0], path, line_number, "qid")
         pid = parse_id(fields[1], path, line_number, "pid")
         rank = parse_id(fields[2], path, line_number, "rank")
         if qid != current_qid:
             if qid in finished:
-                raise _error(path, line_number, "qid %d appears again after other qids"
+                raise input_error(path, line_number, "qid %d appears again after other qids"
                              % qid)
             if current_qid is not None:
                 finished.add(current_qid)
                 yield current_qid, pids
             current_qid, pids = qid, []
         if rank != len(pids) + 1:
-            raise _error(path, line_number, "rank %d of qid %d, expected %d (ranks are "
+            raise input_error(path, line_number, "rank %d of qid %d, expected %d (ranks are "
                          "1, 2, 3, ... in order)" % (rank, qid, len(pids) + 1))
         pids.append(pid)
     if current_qid is not None:
@@ -261,18 +250,6 @@ def encode_pairs(tokenizer, queries, passages, max_query_length, max_seq_length)
     return input_ids, input_mask, segment_ids
 
 
-def _chunks(items, size):
-    """Lists of up to `size` consecutive items of an iterable."""
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def _rows(tokenizer, pairs, max_query_length, max_seq_length):
     """Feature dicts of (query, passage, label, extra features) tuples, one chunk."""
     ids, mask, segments = encode_pairs(tokenizer, [p[0] for p in pairs],
@@ -300,7 +277,7 @@ def feature_rows(source, tokenizer, max_query_length, max_seq_length,
     else:
         pairs = ((c.query, c.passage, 0, {"query_id": [c.qid], "passage_id": [c.pid]})
                  for c in read_candidates(source.path))
-    for chunk in _chunks(pairs, chunk_pairs):
+    for chunk in fileio.chunks(pairs, chunk_pairs):
         for row in _rows(tokenizer, chunk, max_query_length, max_seq_length):
             yield row
 
@@ -394,20 +371,11 @@ def run_lines(qid, pids, scores, keys):
             for position, i in enumerate(rank(pids, keys))]
 
 
-def write_run(path, predictions):
-    """Writes the ranked run file query by query; returns (queries, pairs) written.
-
-    Written to a temporary name and renamed when complete.
-    """
-    temporary = path + ".partial"
-    queries = pairs = 0
-    with tf.io.gfile.GFile(temporary, "w") as f:
-        for qid, pids, scores, margins in group_by_query(predictions):
-            f.write("".join(line + "\n" for line in run_lines(qid, pids, scores, margins)))
-            queries += 1
-            pairs += len(pids)
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-    return queries, pairs
+def run_file_lines(predictions):
+    """The ranked run file's lines, query by query, from a stream of predictions."""
+    for qid, pids, scores, margins in group_by_query(predictions):
+        for line in run_lines(qid, pids, scores, margins):
+            yield line
 
 
 def reciprocal_rank(ranked_pids, relevant, depth=MRR_DEPTH):
@@ -489,16 +457,48 @@ def serving_config(max_query_length):
                            "first", "score": "scores = P(relevant) = probabilities[:, 1]"}
 
 
-def predict_and_rank(estimator, records_path, max_seq_length, batch_size, run_path):
-    """Predicts every candidate pair of a TFRecord file and writes the ranked run file.
+class RerankingTask(fine_tuning.Task):
+    """Passage re-ranking: classifier.py's 2-label head on query-passage pairs.
 
-    The ids stay int64 from the file to the run file. Prediction yields the
-    records once each, in file order, so the run file is written query by
-    query without holding the predictions. Returns (queries, pairs) written.
+    examples: split -> PairSource (triples to train on, candidates to rank);
+    qrels: the dev relevance judgements (for --do_eval). Evaluation ranks the
+    dev candidates into dev_run.tsv and scores the ranking (MRR@10, recall@k);
+    prediction writes test_run.tsv.
     """
-    input_fn = input_pipeline.make_input_fn(
-        records_path, feature_spec(max_seq_length, with_ids=True), batch_size,
-        is_training=False, keep_int64=ID_FEATURES)
-    wanted = ["score", "margin"] + list(ID_FEATURES)
-    return write_run(run_path, estimator.predict(input_fn, predict_keys=wanted,
-                                                 yield_single_examples=True))
+
+    name = "reranking"
+    summary_keys = ("mrr@10", "recall@10", "recall@100", "recall@1000")
+    streamed_eval = False
+    predicts_eval_split = True
+    int64_features = ID_FEATURES
+    predict_keys = ["score", "margin"] + list(ID_FEATURES)
+    RUN_FILES = {"eval": "dev_run.tsv", "predict": "test_run.tsv"}
+
+    def __init__(self, examples, max_query_length, pooling="pooler", qrels=None):
+        super().__init__(examples, LABELS, {"pooling": pooling})
+        self.max_query_length = max_query_length
+        self.qrels = qrels
+
+    def examples_digest(self, source):
+        return source_digest(source, self.max_query_length)
+
+    def feature_rows(self, source, tokenizer, max_seq_length):
+        return feature_rows(source, tokenizer, self.max_query_length, max_seq_length)
+
+    def feature_spec(self, max_seq_length):
+        return feature_spec(max_seq_length)
+
+    def prediction_feature_spec(self, max_seq_length):
+        return feature_spec(max_seq_length, with_ids=True)
+
+    def head_fn(self, bert_config):
+        return make_head_fn(bert_config.hidden_dropout_prob, self.head_settings["pooling"])
+
+    def prediction_files(self, split, source, predictions):
+        return [(self.RUN_FILES[split], run_file_lines(predictions))]
+
+    def report_from_predictions(self, written):
+        return evaluate_ranked(read_run(written[self.RUN_FILES["eval"]]), self.qrels)
+
+    def serving_config(self):
+        return serving_config(self.max_query_length)

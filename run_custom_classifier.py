@@ -17,14 +17,13 @@ import classifier  # noqa: E402
 import classifier_data  # noqa: E402
 import common_flags  # noqa: E402
 import fine_tuning  # noqa: E402
+import modeling  # noqa: E402
+import run_setup  # noqa: E402
 from errors import InputError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-common_flags.define_model_flags()
-common_flags.define_run_flags()
-common_flags.define_fine_tuning_flags()
-common_flags.define_pooling_flag()
+common_flags.define_fine_tuning_script_flags(modeling.POOLING_MODES)
 flags.DEFINE_string("task_name", None, "Task: %s." % ", ".join(sorted(classifier_data.PROCESSORS)))
 flags.DEFINE_string("processor_module", None,
                     "Python module to import first (it registers your own DataProcessor "
@@ -50,6 +49,8 @@ for _name, _help in _CUSTOM_OPTIONS.items():
 flags.DEFINE_bool("has_header", None, "custom task: the tsv/csv files have a header row "
                   "(default true).")
 flags.DEFINE_bool("multi_label", None, "custom task: several labels per example.")
+flags.DEFINE_string("language", None, "xnli task: the language of the translated training "
+                    "file and of the dev/test rows (default zh, as Google's code).")
 
 
 def make_processor():
@@ -62,17 +63,18 @@ def make_processor():
     if not FLAGS.task_name:
         raise InputError("--task_name is required")
     options = {name: FLAGS[name].value
-               for name in list(_CUSTOM_OPTIONS) + ["has_header", "multi_label"]}
+               for name in list(_CUSTOM_OPTIONS) + ["has_header", "multi_label", "language"]}
     return classifier_data.get_processor(FLAGS.task_name, **options)
 
 
-def read_examples(processor, label_list):
+def read_examples(processor, label_list, options):
     """Every split the run needs, read (and so validated) before anything is written."""
-    if not FLAGS.data_dir and (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+    wanted = {"train": options.do_train, "eval": options.do_eval,
+              "predict": options.do_predict}
+    if not FLAGS.data_dir and any(wanted.values()):
         raise InputError("--data_dir is required with --do_train/--do_eval/--do_predict")
     readers = {"train": processor.get_train_examples, "eval": processor.get_dev_examples,
                "predict": processor.get_test_examples}
-    wanted = {"train": FLAGS.do_train, "eval": FLAGS.do_eval, "predict": FLAGS.do_predict}
     examples = {split: readers[split](FLAGS.data_dir) for split in readers if wanted[split]}
     for split, split_examples in examples.items():
         if not split_examples:
@@ -89,45 +91,16 @@ def read_examples(processor, label_list):
 
 
 def main(_):
-    common_flags.check_run_flags()
-    common_flags.check_fine_tuning_flags()
-    model_inputs = fine_tuning.load_model_inputs(FLAGS)
-    runtime = fine_tuning.resolve_runtime(FLAGS)
+    options = common_flags.read_run_options()
     processor = make_processor()
-    label_list = fine_tuning.choose_label_list(FLAGS.output_dir, FLAGS.do_train,
-                                               lambda: processor.get_labels(FLAGS.data_dir))
-    multi_label = processor.is_multi_label
-    examples = read_examples(processor, label_list)
-    hidden_size = model_inputs.bert_config.hidden_size
-    task = fine_tuning.FineTuningTask(
-        name="classification" + ("-multi-label" if multi_label else ""),
-        label_list=label_list,
-        examples=examples,
-        head_variable_shapes={"output_weights": [len(label_list), hidden_size],
-                              "output_bias": [len(label_list)]},
-        examples_digest=classifier.examples_digest,
-        feature_rows=lambda split_examples: list(classifier.feature_rows(
-            split_examples, model_inputs.tokenizer, FLAGS.max_seq_length, label_list,
-            multi_label)),
-        feature_spec=classifier.feature_spec(FLAGS.max_seq_length, len(label_list),
-                                             multi_label),
-        head_fn=classifier.make_head_fn(len(label_list),
-                                        model_inputs.bert_config.hidden_dropout_prob,
-                                        multi_label, FLAGS.multi_label_threshold,
-                                        FLAGS.pooling),
-        head_settings={"pooling": FLAGS.pooling},
-        eval_report=lambda results: classifier.eval_report(results, label_list, multi_label),
-        eval_summary_keys=("accuracy", "micro_f1", "eval_loss"),
-        prediction_file="test_results.tsv",
-        prediction_lines=lambda split_examples, predictions: classifier.prediction_lines(
-            split_examples, predictions, label_list, multi_label,
-            FLAGS.label_separator or "|"),
-        serving_config={
-            "task": "classification", "task_name": FLAGS.task_name,
-            "multi_label": multi_label, "multi_label_threshold": FLAGS.multi_label_threshold,
-            "sentence_pairs": any(e.text_b is not None for split_examples in examples.values()
-                                  for e in split_examples)})
-    fine_tuning.run_task(FLAGS, model_inputs, runtime, task)
+    label_list = run_setup.choose_label_list(options.output_dir, options.do_train,
+                                             lambda: processor.get_labels(FLAGS.data_dir))
+    task = classifier.ClassifierTask(
+        read_examples(processor, label_list, options), label_list,
+        multi_label=processor.is_multi_label, threshold=FLAGS.multi_label_threshold,
+        pooling=FLAGS.pooling, label_separator=FLAGS.label_separator or "|",
+        task_name=FLAGS.task_name)
+    fine_tuning.run(task, options)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ from absl import flags  # noqa: E402
 
 import common_flags  # noqa: E402
 import distribution  # noqa: E402
-import fine_tuning  # noqa: E402
+import fileio  # noqa: E402
 import modeling  # noqa: E402
 import pretraining  # noqa: E402
+import run_options  # noqa: E402
+import run_setup  # noqa: E402
 import training  # noqa: E402
 from errors import InputError  # noqa: E402
 
@@ -45,33 +47,33 @@ flags.DEFINE_integer("shuffle_buffer_size", 10000,
 
 
 def check_flags():
-    common_flags.check_run_flags()
-    common_flags.require_flags("bert_config_file", "output_dir", "input_file")
+    """The pre-training flags RunOptions does not hold; InputError before any write."""
+    common_flags.require_flags("input_file")
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise InputError("nothing to do: give --do_train and/or --do_eval")
-    for name in ("max_predictions_per_seq", "num_train_steps", "max_eval_steps",
-                 "shuffle_buffer_size"):
-        if FLAGS[name].value < 1:
-            raise InputError("--%s must be >= 1, got %d" % (name, FLAGS[name].value))
-    if not 0 <= FLAGS.num_warmup_steps <= FLAGS.num_train_steps:
-        raise InputError("--num_warmup_steps must be between 0 and --num_train_steps=%d, "
-                         "got %d" % (FLAGS.num_train_steps, FLAGS.num_warmup_steps))
+    run_options.check_whole_numbers({name: FLAGS[name].value for name in (
+        "max_predictions_per_seq", "num_train_steps", "max_eval_steps", "shuffle_buffer_size")})
+    run_options.check_whole_numbers({"num_warmup_steps": FLAGS.num_warmup_steps}, minimum=0)
+    if FLAGS.num_warmup_steps > FLAGS.num_train_steps:
+        # Google's script accepts this (the rate then never reaches its peak).
+        tf1.logging.warning("--num_warmup_steps=%d is more than --num_train_steps=%d: the "
+                            "learning rate stays in warmup for the whole run",
+                            FLAGS.num_warmup_steps, FLAGS.num_train_steps)
     if FLAGS.max_seq_length < 5:
         raise InputError("--max_seq_length must be >= 5, got %d" % FLAGS.max_seq_length)
-    fine_tuning.check_folder_flag(FLAGS, "output_dir")
 
 
-def local_runtime(cluster):
+def local_runtime(options, cluster):
     """Devices of THIS process and the precisions; InputError if impossible here."""
-    if cluster is not None and not FLAGS.use_gpu and FLAGS.num_cpu_replicas > 1:
+    if cluster is not None and not options.use_gpu and options.num_cpu_replicas > 1:
         raise InputError("--num_cpu_replicas=%d: with a TF_CONFIG cluster each CPU worker "
-                         "runs one replica" % FLAGS.num_cpu_replicas)
-    runtime = fine_tuning.resolve_runtime(FLAGS)
-    if cluster is not None and FLAGS.use_gpu:
+                         "runs one replica" % options.num_cpu_replicas)
+    runtime = distribution.resolve_runtime(options)
+    if cluster is not None and options.use_gpu:
         # MultiWorkerMirroredStrategy mirrors over every visible GPU: show it
         # only the ones asked for.
         gpus = tf.config.list_physical_devices("GPU")
-        tf.config.set_visible_devices(gpus[:FLAGS.num_gpu_cores], "GPU")
+        tf.config.set_visible_devices(gpus[:options.num_gpu_cores], "GPU")
     return runtime
 
 
@@ -86,29 +88,24 @@ def without_tf_config():
             os.environ["TF_CONFIG"] = saved
 
 
-def train(model_fn, runtime, cluster, strategy, plan, input_files):
-    done, step, skip = fine_tuning.trained_micro_batch_calls(FLAGS.output_dir, plan)
-    if step >= plan.num_train_steps:
-        tf1.logging.info("output_dir already holds step %d of %d: nothing to train",
-                         step, plan.num_train_steps)
+def train(options, model_fn, runtime, cluster, strategy, plan, input_files):
+    skip = run_setup.resume_position(options.output_dir, plan)
+    if skip is None:
         return
-    if done:
-        tf1.logging.info("resuming from %s (step %d of %d), after the %d global batches "
-                         "already trained on", done, step, plan.num_train_steps, skip)
     input_fn = pretraining.make_train_input_fn(
-        input_files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-        FLAGS.train_batch_size, skip_global_batches=skip, seed=FLAGS.seed,
+        input_files, options.max_seq_length, FLAGS.max_predictions_per_seq,
+        options.train_batch_size, skip_global_batches=skip, seed=options.seed,
         shuffle_buffer=FLAGS.shuffle_buffer_size)
     tf1.logging.info(distribution.describe_step_plan(plan))
     if cluster is None:
         with without_tf_config():
-            estimator = fine_tuning.make_estimator(FLAGS, runtime, model_fn)
+            estimator = distribution.make_estimator(options, runtime, model_fn)
         estimator.train(input_fn, max_steps=plan.num_train_steps)
         return
     run_config = distribution.make_multi_worker_run_config(
-        FLAGS.output_dir, strategy, runtime.devices, use_xla=FLAGS.use_xla,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max, seed=FLAGS.seed)
+        options.output_dir, strategy, runtime.devices, use_xla=options.use_xla,
+        save_checkpoints_steps=options.save_checkpoints_steps,
+        keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
     estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
     # Without an "evaluator" task, train_and_evaluate only trains: every worker
     # runs its replicas under the distribute coordinator. The EvalSpec is
@@ -119,75 +116,81 @@ def train(model_fn, runtime, cluster, strategy, plan, input_files):
     if not cluster.is_chief:
         # The throwaway checkpoints this worker had to write (see
         # distribution.make_multi_worker_run_config).
-        shutil.rmtree(os.path.join(FLAGS.output_dir, "tmp_%s_%d" % (
+        shutil.rmtree(os.path.join(options.output_dir, "tmp_%s_%d" % (
             cluster.task_type, cluster.task_index)), ignore_errors=True)
 
 
-def evaluate(model_fn, runtime, eval_files):
+def evaluate(options, model_fn, runtime, eval_files):
     with without_tf_config():
-        estimator = fine_tuning.make_estimator(FLAGS, runtime, model_fn)
+        estimator = distribution.make_estimator(options, runtime, model_fn)
     results = estimator.evaluate(
-        pretraining.make_eval_input_fn(eval_files, FLAGS.max_seq_length,
-                                       FLAGS.max_predictions_per_seq, FLAGS.eval_batch_size),
+        pretraining.make_eval_input_fn(eval_files, options.max_seq_length,
+                                       FLAGS.max_predictions_per_seq, options.eval_batch_size),
         steps=FLAGS.max_eval_steps)
     report = pretraining.eval_report(results)
-    training.write_json_and_text(report, os.path.join(FLAGS.output_dir, "eval_results.json"),
-                                 os.path.join(FLAGS.output_dir, "eval_results.txt"))
+    fileio.write_results(report, options.output_dir, "eval_results")
     tf1.logging.info("eval: %s", ", ".join("%s %.4f" % (k, report[k]) for k in (
         "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
         "next_sentence_loss")))
+
+
+def read_inputs(options):
+    """(model inputs, training files, eval files), every one checked."""
+    input_files = fileio.expand_patterns(FLAGS.input_file, "input_file")
+    eval_files = (fileio.expand_patterns(FLAGS.eval_input_file, "eval_input_file")
+                  if FLAGS.eval_input_file else input_files)
+    for path in sorted(set(input_files[:1] + eval_files[:1])):
+        pretraining.check_records(path, options.max_seq_length, FLAGS.max_predictions_per_seq)
+    run_setup.check_folder(options.output_dir, "output_dir")
+    model_inputs = run_setup.load_model_inputs(options, pretraining.head_variable_shapes,
+                                               with_tokenizer=False)
+    return model_inputs, input_files, eval_files
 
 
 def main(_):
     cluster = distribution.parse_tf_config(os.environ.get("TF_CONFIG"))
     if cluster is not None and cluster.num_workers < 2:
         cluster = None  # a one-task cluster is a single process
+    options = common_flags.read_run_options()
     check_flags()
-    runtime = local_runtime(cluster)
+    runtime = local_runtime(options, cluster)
     strategy = None
-    if cluster is not None and FLAGS.do_train:
+    if cluster is not None and options.do_train:
         # Before anything else runs TensorFlow ops: the strategy configures
         # the runtime's collective ops and starts this worker's server.
-        strategy = distribution.make_multi_worker_strategy(FLAGS.use_gpu)
-    bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
-    modeling.check_max_seq_length(bert_config, FLAGS.max_seq_length)
-    input_files = pretraining.expand_files(FLAGS.input_file)
-    eval_files = (pretraining.expand_files(FLAGS.eval_input_file, "eval_input_file")
-                  if FLAGS.eval_input_file else input_files)
-    for path in sorted(set(input_files[:1] + eval_files[:1])):
-        pretraining.check_records(path, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
-    shapes = dict(modeling.bert_variable_shapes(bert_config),
-                  **pretraining.head_variable_shapes(bert_config))
-    init_checkpoint = None
-    if FLAGS.init_checkpoint:
-        init_checkpoint = fine_tuning.check_checkpoint(FLAGS.init_checkpoint, shapes)
+        strategy = distribution.make_multi_worker_strategy(options.use_gpu)
+    model_inputs, input_files, eval_files = read_inputs(options)
+    bert_config = model_inputs.bert_config
     num_workers = cluster.num_workers if cluster else 1
     plan = distribution.plan_steps(FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-                                   FLAGS.train_batch_size, num_workers * len(runtime.devices),
-                                   FLAGS.gradient_accumulation_steps)
-    fine_tuning.check_resumable(FLAGS.output_dir, shapes, plan if FLAGS.do_train else None)
-    if not FLAGS.do_train:
-        fine_tuning.require_trained_model(FLAGS.output_dir, "evaluation")
+                                   options.train_batch_size, num_workers * len(runtime.devices),
+                                   options.gradient_accumulation_steps)
+    run_setup.check_resumable(options.output_dir, dict(
+        modeling.bert_variable_shapes(bert_config),
+        **pretraining.head_variable_shapes(bert_config)), plan if options.do_train else None)
+    if not options.do_train:
+        run_setup.require_trained_model(options.output_dir, "evaluation")
 
     is_chief = cluster is None or cluster.is_chief
     model_fn = training.build_model_fn(
         bert_config,
         pretraining.make_head_fn(bert_config, runtime.precision, runtime.inference_precision),
-        plan, init_checkpoint=init_checkpoint, learning_rate=FLAGS.learning_rate,
-        precision=runtime.precision, inference_precision=runtime.inference_precision,
-        optimizer=FLAGS.optimizer, weight_decay_rate=FLAGS.weight_decay_rate,
-        log_every_n_steps=FLAGS.log_every_n_steps,
-        output_dir=FLAGS.output_dir if is_chief else None, log_per_replica=True)
+        plan, init_checkpoint=model_inputs.init_checkpoint,
+        learning_rate=options.learning_rate, precision=runtime.precision,
+        inference_precision=runtime.inference_precision, optimizer=options.optimizer,
+        weight_decay_rate=options.weight_decay_rate,
+        log_every_n_steps=options.log_every_n_steps,
+        output_dir=options.output_dir if is_chief else None, log_per_replica=True)
     tf1.logging.info("%s; local devices %s, precision %s (inference %s)",
                      "worker %d of %d (%s)" % (cluster.worker_index, num_workers,
                                                "chief" if is_chief else "not chief")
                      if cluster else "single process",
                      ",".join(runtime.devices), runtime.precision,
                      runtime.inference_precision)
-    if FLAGS.do_train:
-        train(model_fn, runtime, cluster, strategy, plan, input_files)
-    if FLAGS.do_eval and is_chief:
-        evaluate(model_fn, runtime, eval_files)
+    if options.do_train:
+        train(options, model_fn, runtime, cluster, strategy, plan, input_files)
+    if options.do_eval and is_chief:
+        evaluate(options, model_fn, runtime, eval_files)
 
 
 if __name__ == "__main__":

@@ -13,21 +13,21 @@ seq_labeling.py.
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
 
 from absl import flags  # noqa: E402
 
 import common_flags  # noqa: E402
 import fine_tuning  # noqa: E402
+import run_setup  # noqa: E402
 import seq_labeling  # noqa: E402
+import seq_labeling_data  # noqa: E402
 from errors import InputError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-common_flags.define_model_flags()
-common_flags.define_run_flags()
-common_flags.define_fine_tuning_flags()
-flags.DEFINE_enum("task_name", None, list(seq_labeling.TASK_NAMES),
+common_flags.define_fine_tuning_script_flags()
+flags.DEFINE_enum("task_name", None, list(seq_labeling_data.TASK_NAMES),
                   "ner (BIO/BIOES entities), pos (per-word tags) or punct "
                   "(punctuation restoration from plain text).")
 flags.DEFINE_string("train_file", "train.txt", "Training file (relative to --data_dir unless "
@@ -61,12 +61,12 @@ def flag_labels():
         return None
     if FLAGS.task_name == "punct":
         raise InputError("--labels: the punct task's labels are fixed (%s)"
-                         % ",".join(seq_labeling.PUNCT_LABELS))
+                         % ",".join(seq_labeling_data.PUNCT_LABELS))
     labels = [label.strip() for label in FLAGS.labels.split(",") if label.strip()]
     if not labels or len(set(labels)) != len(labels):
         raise InputError("--labels=%s: expected distinct comma-separated labels" % FLAGS.labels)
     if FLAGS.task_name == "ner":
-        bad = [label for label in labels if not seq_labeling.is_bioes_tag(label)]
+        bad = [label for label in labels if not seq_labeling_data.is_bioes_tag(label)]
         if bad:
             raise InputError("--labels: %r is not a BIO/BIOES tag (O, or B-, I-, E-, S- and "
                              "an entity type)" % bad[0])
@@ -80,75 +80,49 @@ def split_path(split):
 def read(split):
     """The sentences of one split, labels read for train and eval (ner: BIO/BIOES)."""
     path = split_path(split)
-    sentences = seq_labeling.read_split(path, FLAGS.task_name, split, split != "predict",
+    sentences = seq_labeling_data.read_split(path, FLAGS.task_name, split, split != "predict",
                                         FLAGS.encoding)
     if FLAGS.task_name == "ner" and split != "predict":
-        seq_labeling.check_ner_tags(sentences, path)
+        seq_labeling_data.check_ner_tags(sentences, path)
     return sentences
 
 
-def read_examples():
+def read_examples(options):
     """(label list, every split the run needs), read and checked before any write."""
-    if not FLAGS.data_dir and (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+    wanted = {"train": options.do_train, "eval": options.do_eval,
+              "predict": options.do_predict}
+    if not FLAGS.data_dir and any(wanted.values()):
         raise InputError("--data_dir is required with --do_train/--do_eval/--do_predict")
-    wanted = {"train": FLAGS.do_train, "eval": FLAGS.do_eval, "predict": FLAGS.do_predict}
     examples = {split: read(split) for split in wanted if wanted[split]}
-    saved = fine_tuning.read_saved_labels(FLAGS.output_dir)
+    saved = run_setup.read_saved_labels(options.output_dir)
     given = flag_labels()
-    if saved is not None and not FLAGS.do_train:
-        label_list, origin = saved, "of the model in --output_dir=%s" % FLAGS.output_dir
+    if saved is not None and not options.do_train:
+        label_list, origin = saved, "of the model in --output_dir=%s" % options.output_dir
     elif FLAGS.task_name == "punct":
-        label_list, origin = list(seq_labeling.PUNCT_LABELS), "of the punct task"
+        label_list, origin = list(seq_labeling_data.PUNCT_LABELS), "of the punct task"
     elif given is not None:
         label_list, origin = given, "given by --labels"
     else:
         if "train" not in examples:
             examples["train"] = read("train")
-        label_list = seq_labeling.labels_of(examples["train"])
+        label_list = seq_labeling_data.labels_of(examples["train"])
         origin = "found in %s (or give --labels)" % split_path("train")
-        if not FLAGS.do_train:
+        if not options.do_train:
             del examples["train"]
     for split in ("train", "eval"):
         if split in examples:
-            seq_labeling.check_sentence_labels(examples[split], label_list, origin,
+            seq_labeling_data.check_sentence_labels(examples[split], label_list, origin,
                                                split_path(split))
     return label_list, examples
 
 
 def main(_):
-    common_flags.check_run_flags()
-    common_flags.check_fine_tuning_flags()
     common_flags.require_flags("task_name")
-    model_inputs = fine_tuning.load_model_inputs(FLAGS)
-    runtime = fine_tuning.resolve_runtime(FLAGS)
+    options = common_flags.read_run_options()
     stride = window_stride()
-    label_list, examples = read_examples()
-    task_name = FLAGS.task_name
-    num_labels = len(label_list)
-    task = fine_tuning.FineTuningTask(
-        name="token_classification-" + task_name,
-        label_list=label_list,
-        examples=examples,
-        head_variable_shapes={
-            "output_weights": [num_labels, model_inputs.bert_config.hidden_size],
-            "output_bias": [num_labels]},
-        examples_digest=lambda sentences: seq_labeling.examples_digest(sentences, stride),
-        feature_rows=lambda sentences: list(seq_labeling.feature_rows(
-            sentences, model_inputs.tokenizer, FLAGS.max_seq_length, stride, label_list)),
-        feature_spec=seq_labeling.feature_spec(FLAGS.max_seq_length),
-        head_fn=seq_labeling.make_head_fn(num_labels,
-                                          model_inputs.bert_config.hidden_dropout_prob),
-        eval_report=lambda results: seq_labeling.eval_report(results, label_list, task_name),
-        eval_summary_keys=("entity_f1", "accuracy", "macro_f1", "eval_loss"),
-        prediction_file="test_results.txt",
-        prediction_lines=None,
-        serving_config=seq_labeling.serving_config(task_name, stride),
-        predict_eval_report=(
-            (lambda sentences, predictions: seq_labeling.entity_eval_report(
-                sentences, predictions, label_list)) if task_name == "ner" else None),
-        prediction_files=lambda sentences, predictions: seq_labeling.prediction_files(
-            sentences, predictions, label_list, task_name))
-    fine_tuning.run_task(FLAGS, model_inputs, runtime, task)
+    label_list, examples = read_examples(options)
+    fine_tuning.run(seq_labeling.SeqLabelingTask(examples, label_list, FLAGS.task_name, stride),
+                    options)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ settings the export carries in assets.extra/ (`--export_dir`), or with
 `--vocab_file` and `--serving_config` given explicitly, and sent to the
 server's `:predict` endpoint `--batch_size` texts at a time. One line per input
 is printed: TSV (predicted label, then one probability per label) or JSON Lines.
-A token classification export (run_seq_labeling.py) labels every word of each
+A token classification export (run_seq_labeling_data.py) labels every word of each
 text: TSV gives one word/LABEL field per word (punct: the restored text), JSON
 Lines the words and labels; long texts go as overlapping windows, merged back.
 
@@ -23,7 +23,6 @@ and import neither TensorFlow nor any HTTP library beyond Python's own.
 import argparse
 import collections
 import http.client
-import itertools
 import json
 import os
 import socket
@@ -32,65 +31,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-import seq_labeling
+import export_layout
+import fileio
+import seq_labeling_data
 import tokenization
 from errors import InputError
-
-# The serving_default inputs of training.serving_input_receiver_fn (not
-# imported from there: training imports TensorFlow, which a client need not).
-SIGNATURE_INPUTS = ("input_ids", "input_mask", "segment_ids")
-SAVED_MODEL_FILE = "saved_model.pb"
-ASSETS_EXTRA = "assets.extra"
-
 
 class ServingError(Exception):
     """The server could not be reached, refused the request, or answered nonsense."""
 
 
-# -- the export: versions and settings --------------------------------------------
-
-def version_dirs(base_path):
-    """[(version, path)] of `base_path`'s integer subfolders holding a SavedModel,
-    oldest first (TensorFlow Serving serves the highest)."""
-    if not os.path.isdir(base_path):
-        return []
-    found = []
-    for name in os.listdir(base_path):
-        path = os.path.join(base_path, name)
-        if name.isdigit() and os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
-            found.append((int(name), path))
-    return sorted(found)
-
-
-def resolve_version_dir(path):
-    """(version, folder) of the SavedModel `path` names: a version folder itself, or a
-    model base path, whose highest integer version is taken. `version` is None for a
-    SavedModel folder whose name is not an integer."""
-    if os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
-        name = os.path.basename(os.path.normpath(path))
-        return (int(name) if name.isdigit() else None), path
-    versions = version_dirs(path)
-    if not versions:
-        raise InputError("%s: no SavedModel here; expected a folder with %s, or a model base "
-                         "path with integer version folders holding one (as "
-                         "run_custom_classifier.py --save_for_serving writes)"
-                         % (path, SAVED_MODEL_FILE))
-    return versions[-1]
-
-
-def resolve_assets(export_dir=None, vocab_file=None, serving_config=None):
-    """(vocab_file, serving_config_file): given explicitly, else from the export's
-    assets.extra/ (an explicit file wins over the export's)."""
-    if export_dir:
-        _, version_dir = resolve_version_dir(export_dir)
-        extra = os.path.join(version_dir, ASSETS_EXTRA)
-        vocab_file = vocab_file or os.path.join(extra, "vocab.txt")
-        serving_config = serving_config or os.path.join(extra, "serving_config.json")
-    if not (vocab_file and serving_config):
-        raise InputError("give --export_dir (the exported model), or both --vocab_file and "
-                         "--serving_config")
-    return vocab_file, serving_config
-
+# -- the export's settings ----------------------------------------------------------
 
 def parse_serving_config(text, source="serving_config.json"):
     """The settings dict of a serving_config.json's text, checked and with defaults.
@@ -184,16 +135,6 @@ def pairs_from_arguments(texts, texts_b, sentence_pairs):
     return [(text, None) for text in texts]
 
 
-def batches(items, size):
-    """Yields lists of up to `size` consecutive items of the iterable `items`."""
-    iterator = iter(items)
-    while True:
-        batch = list(itertools.islice(iterator, size))
-        if not batch:
-            return
-        yield batch
-
-
 def encode(tokenizer, pairs, max_seq_length):
     """The signature's inputs for [(text_a, text_b or None)]: name -> int32
     [len(pairs), max_seq_length], built by the same call training uses."""
@@ -201,7 +142,7 @@ def encode(tokenizer, pairs, max_seq_length):
     arrays = tokenizer.encode_pairs(
         [a for a, _ in pairs], texts_b if any(b is not None for b in texts_b) else None,
         max_seq_length)
-    return dict(zip(SIGNATURE_INPUTS, arrays))
+    return dict(zip(export_layout.SERVING_INPUTS, arrays))
 
 
 # -- the REST protocol -----------------------------------------------------------
@@ -360,13 +301,13 @@ def encode_words(tokenizer, pairs, config):
     the layout to merge the windows' answers: (features, (words per text, windows))."""
     if any(text_b is not None for _, text_b in pairs):
         raise InputError("a token classification model takes single texts, not pairs")
-    words = [seq_labeling.words_of_text(text, config) for text, _ in pairs]
+    words = [seq_labeling_data.words_of_text(text, config) for text, _ in pairs]
     length = config["max_seq_length"]
-    pieces = seq_labeling.sentence_pieces(tokenizer, words, length - 2)
-    windows = seq_labeling.stack_features(list(seq_labeling.encode_sentences(
+    pieces = seq_labeling_data.sentence_pieces(tokenizer, words, length - 2)
+    windows = seq_labeling_data.stack_features(list(seq_labeling_data.encode_sentences(
         pieces, length, config["window_stride"], tokenizer.vocab["[CLS]"],
         tokenizer.vocab["[SEP]"])), length)
-    return {name: windows[name] for name in SIGNATURE_INPUTS}, (words, windows)
+    return {name: windows[name] for name in export_layout.SERVING_INPUTS}, (words, windows)
 
 
 def token_classification_results(outputs, config, layout):
@@ -394,13 +335,13 @@ def token_classification_results(outputs, config, layout):
         rows.append({"sentence_index": windows["sentence_index"][row],
                      "word_ids": windows["word_ids"][row], "label_ids": ids})
     results = []
-    merged = seq_labeling.merge_windows(rows, [len(text_words) for text_words in words])
+    merged = seq_labeling_data.merge_windows(rows, [len(text_words) for text_words in words])
     for text_words, ids in zip(words, merged):
         text_labels = [labels[i] for i in ids]
         record = {"words": text_words, "labels": text_labels}
         fields = ["%s/%s" % pair for pair in zip(text_words, text_labels)]
         if config.get("task_name") == "punct":
-            record["restored"] = seq_labeling.restore_text(text_words, text_labels)
+            record["restored"] = seq_labeling_data.restore_text(text_words, text_labels)
             fields = [record["restored"]]
         results.append((record, fields))
     return results
@@ -496,12 +437,12 @@ def run(argv, stdin, stdout):
     if args.timeout <= 0:
         raise InputError("--timeout must be > 0, got %g" % args.timeout)
     url = predict_url(args.url)
-    vocab_file, config_file = resolve_assets(args.export_dir, args.vocab_file,
+    vocab_file, config_file = export_layout.resolve_assets(args.export_dir, args.vocab_file,
                                              args.serving_config)
     config = load_serving_config(config_file)
     tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
     kind = TASKS[config["task"]]
-    for batch in batches(input_pairs(args, config, stdin), args.batch_size):
+    for batch in fileio.chunks(input_pairs(args, config, stdin), args.batch_size):
         features, layout = kind.encode(tokenizer, batch, config)
         num_rows = len(next(iter(features.values())))
         # A batch of texts without words (token tasks) needs no request.

@@ -33,14 +33,15 @@ import signal
 import socket
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
 
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 from absl import flags, logging  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 import common_flags  # noqa: E402
-import serving_client  # noqa: E402
+import export_layout  # noqa: E402
 from errors import InputError  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -267,8 +268,6 @@ class Servable(object):
     """One loaded version of a SavedModel and its serving_default signature."""
 
     def __init__(self, path, version):
-        import tensorflow as tf
-        self._tf = tf
         self.path = path
         self.version = version
         try:
@@ -288,7 +287,6 @@ class Servable(object):
     def run(self, features):
         """Output name -> array for `features` (name -> array); ModelInputError if the
         model rejects the values."""
-        tf = self._tf
         try:
             outputs = self._signature(**{name: tf.constant(array)
                                          for name, array in features.items()})
@@ -307,7 +305,7 @@ def load_servable(base_path):
     version folder `base_path` itself)."""
     if not os.path.isdir(base_path):
         raise InputError("--model_base_path=%s: not a folder" % base_path)
-    version, path = serving_client.resolve_version_dir(base_path)
+    version, path = export_layout.resolve_version_dir(base_path)
     if version is None:
         raise InputError("--model_base_path=%s: the SavedModel folder's name is not an "
                          "integer version; TensorFlow Serving needs <base>/<version>/"

@@ -4,12 +4,10 @@ A task supplies a `head_fn(model, features, mode) -> Head`: the layer on top
 of BERT, its loss, predictions, metrics and serving outputs. `build_model_fn`
 wraps it with what is the same for every task: the BERT graph in the chosen
 precision, initialisation from a checkpoint, the train op, and logging.
-`export_for_serving` writes the SavedModel TensorFlow Serving loads.
+export.py writes the SavedModel TensorFlow Serving loads.
 """
 
 import collections
-import json
-import os
 import time
 
 import tensorflow as tf
@@ -30,9 +28,6 @@ of tensors for the SavedModel's serving_default signature; training_logs
 (optional): dict name -> float32 scalar logged in training beside the loss
 (e.g. the parts of a multi-task loss).
 """
-
-SERVING_INPUTS = ("input_ids", "input_mask", "segment_ids")
-
 
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
@@ -164,54 +159,3 @@ class TrainingLogHook(tf1.train.SessionRunHook):
     def end(self, session):
         if self._writer is not None:
             self._writer.flush()
-
-
-def serving_input_receiver_fn(max_seq_length):
-    """int32 input_ids, input_mask, segment_ids of shape [batch, max_seq_length]."""
-    def receiver_fn():
-        # Placeholders must be made here, inside the export graph, not at import.
-        inputs = {name: tf1.placeholder(tf.int32, [None, max_seq_length], name=name)
-                  for name in SERVING_INPUTS}
-        return tf.estimator.export.ServingInputReceiver(inputs, inputs)
-    return receiver_fn
-
-
-def export_for_serving(estimator, serving_dir, max_seq_length, extra_files,
-                       checkpoint_path=None):
-    """Writes serving_dir/<version>/ (saved_model.pb, variables/, assets.extra/).
-
-    The version is the export time in seconds, an integer as TensorFlow Serving
-    requires, so a later export is served in preference to an earlier one.
-    `extra_files` (name -> path) travel in assets.extra/ (e.g. the vocab and the
-    tokenizer settings, so clients tokenize exactly as training did).
-    Returns the version directory.
-    """
-    path = estimator.export_saved_model(
-        serving_dir, serving_input_receiver_fn(max_seq_length),
-        assets_extra=extra_files, checkpoint_path=checkpoint_path)
-    return path.decode("utf-8") if isinstance(path, bytes) else path
-
-
-def write_json_and_text(results, json_path, text_path):
-    """Writes a flat dict of results as JSON and as `key = value` lines, atomically."""
-    payload = {k: (v.item() if hasattr(v, "item") else v) for k, v in results.items()}
-    for path, text in (
-            (json_path, json.dumps(payload, indent=2, sort_keys=True) + "\n"),
-            (text_path, "".join("%s = %s\n" % (k, payload[k]) for k in sorted(payload)))):
-        write_text_atomically(path, text)
-
-
-def write_text_atomically(path, text):
-    temporary = path + ".partial"
-    with tf.io.gfile.GFile(temporary, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-
-
-def latest_checkpoint_or_none(output_dir):
-    return tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
-
-
-def remove_if_exists(path):
-    if os.path.exists(path):
-        os.remove(path)

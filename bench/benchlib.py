@@ -27,6 +27,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_DIR = os.path.join(REPO, "bench")
+sys.path.insert(0, REPO)
+import fileio  # noqa: E402  (no TensorFlow: fine under a peer's interpreter)
 PREFIX = "BENCH "
 
 # The two configs the results page reports, as bert_config.json fields.
@@ -361,9 +363,7 @@ def machine_line():
 
 def write_json(path, payload):
     if path:
-        with open(path + ".partial", "w") as f:
-            json.dump(payload, f, indent=1, sort_keys=True)
-        os.replace(path + ".partial", path)
+        fileio.write_text_atomically(path, json.dumps(payload, indent=1, sort_keys=True))
 
 
 def seconds_since(start):

@@ -126,7 +126,7 @@ def serve_ours(args):
     run_config = distribution.make_run_config(model_dir, devices, use_xla=args.use_xla,
                                               save_checkpoints_steps=10 ** 8, seed=1)
     estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
-    # As fine_tuning.run_task builds it: batches cut to their longest sequence.
+    # As fine_tuning.prepare builds it: batches cut to their longest sequence.
     trim = () if args.padding_mode == "full" else \
         input_pipeline.trimmable_token_features(spec)
     input_fn = input_pipeline.make_input_fn(record_path, spec, per_replica_batch, True,

@@ -4,7 +4,7 @@
         --precision=fp32,bf16 --rounds=3 --steps_per_round=10
 
 OURS is the SavedModel users serve: the classifier's model_fn exported by
-`training.export_for_serving` (inference precision = --precision), loaded
+`export.export_for_serving` (inference precision = --precision), loaded
 with `tf.saved_model.load` and called through its serving_default signature,
 exactly as serving_server.py does (without HTTP). Without --export_dir the
 model has random weights (speed does not depend on them); with --export_dir
@@ -31,6 +31,7 @@ import benchlib  # noqa: E402
 import finetune_bench  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
+import export_layout  # noqa: E402
 
 
 def make_parser():
@@ -50,6 +51,7 @@ def export_random_model(config_fields, seq_length, precision, workdir):
 
     import classifier
     import distribution
+    import export
     import modeling
     import training
     tf1 = tf.compat.v1
@@ -61,7 +63,7 @@ def export_random_model(config_fields, seq_length, precision, workdir):
     checkpoint = os.path.join(workdir, "random", "model.ckpt")
     with tf.Graph().as_default():
         inputs = {name: tf1.placeholder(tf.int32, [None, seq_length], name=name)
-                  for name in training.SERVING_INPUTS}
+                  for name in export_layout.SERVING_INPUTS}
         tf1.train.get_or_create_global_step()
         model_fn(inputs, None, tf.estimator.ModeKeys.PREDICT, None)
         with tf1.Session() as session:
@@ -69,8 +71,8 @@ def export_random_model(config_fields, seq_length, precision, workdir):
             tf1.train.Saver().save(session, checkpoint, write_meta_graph=False)
     estimator = tf.estimator.Estimator(model_fn=model_fn,
                                        model_dir=os.path.join(workdir, "random"))
-    return training.export_for_serving(estimator, os.path.join(workdir, "serving"),
-                                       seq_length, {}, checkpoint_path=checkpoint)
+    return export.export_for_serving(estimator, os.path.join(workdir, "serving"),
+                                     seq_length, {}, checkpoint_path=checkpoint)
 
 
 def serve_ours(args):
@@ -80,7 +82,7 @@ def serve_ours(args):
     import serving_client
     peak = finetune_bench.measure_tf_peak(args.precision, args.peak_size)
     if args.export_dir:
-        _, version_dir = serving_client.resolve_version_dir(args.export_dir)
+        _, version_dir = export_layout.resolve_version_dir(args.export_dir)
     else:
         _, fields = benchlib.load_config(args.config)
         version_dir = export_random_model(fields, args.seq_length, args.precision,
@@ -104,7 +106,7 @@ def serve_ours(args):
 
 def export_seq_length(export_dir):
     import serving_client
-    _, config_file = serving_client.resolve_assets(export_dir)
+    _, config_file = export_layout.resolve_assets(export_dir)
     return serving_client.load_serving_config(config_file)["max_seq_length"]
 
 

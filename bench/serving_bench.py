@@ -37,6 +37,7 @@ import benchlib  # noqa: E402
 REPO = benchlib.REPO
 sys.path.insert(0, REPO)
 
+import export_layout  # noqa: E402
 import serving_client  # noqa: E402
 import tokenization  # noqa: E402
 from errors import InputError  # noqa: E402
@@ -105,7 +106,7 @@ def train_tiny_export(root):
 
 def request_bodies(export_dir, num_clients, rows_per_request):
     """One JSON :predict body (bytes) per client, tokenized as serving_client does."""
-    vocab_file, config_file = serving_client.resolve_assets(export_dir)
+    vocab_file, config_file = export_layout.resolve_assets(export_dir)
     config = serving_client.load_serving_config(config_file)
     tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
     bodies = []
@@ -269,7 +270,7 @@ def run(args):
         if not export_dir:
             print("no --export_dir: training and exporting a tiny random model", flush=True)
             export_dir = train_tiny_export(scratch)
-        _, version_dir = serving_client.resolve_version_dir(export_dir)
+        _, version_dir = export_layout.resolve_version_dir(export_dir)
         bodies, config = request_bodies(export_dir, args.clients, args.rows_per_request)
         print("export %s (max_seq_length %d); %d clients x %d requests x %d rows, loopback, "
               "%d rounds per mode, alternating, %d CPUs; batching: max_batch_size %d, "

@@ -8,6 +8,7 @@ import pytest
 
 import classifier_data as cd
 import errors
+import fileio
 
 
 def write(directory, name, text, encoding="utf-8"):
@@ -431,7 +432,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied")
 
     # chmod would not stop root, who often runs these tests in containers.
-    monkeypatch.setattr(cd, "open", refuse, raising=False)
+    monkeypatch.setattr(fileio, "open", refuse, raising=False)
     message = input_error(custom(text_a_column="t", label_column="l").get_train_examples,
                           str(tmp_path))
     assert message == path + ": cannot read the file: Permission denied"

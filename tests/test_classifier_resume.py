@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 import distribution
-import fine_tuning
+import run_setup
 import input_pipeline
 import tiny
 
@@ -144,9 +144,9 @@ def test_rerun_after_sigkill_resumes_to_the_planned_step_then_has_nothing_to_tra
     log = second.stderr
     assert "resuming from %s (step %d of %d)" % (killed_checkpoint, killed_at, planned) in log
     # One replica, no accumulation: one input batch per optimizer step.
-    assert "after the %d input batches already trained on" % killed_at in log
+    assert "after the %d global micro-batches already trained on" % killed_at in log
     assert "= %d optimizer steps" % planned in log
-    assert "train: %d examples in %s" % (NUM_EXAMPLES, record) in log
+    assert "train: %d records in %s" % (NUM_EXAMPLES, record) in log
     final, step = _latest_step(output_dir)
     assert step == planned
     assert final.endswith("model.ckpt-%d" % planned)
@@ -208,18 +208,19 @@ def _write_training_checkpoint(directory, global_step, accum_counter=None):
 
 
 @pytest.mark.parametrize("replicas,accumulation,counter,expected", [
-    (1, 1, None, 6), (2, 1, 0, 12), (2, 3, 2, (6 * 3 + 2) * 2), (1, 4, 1, 25)])
-def test_trained_batches_counts_every_replica_and_micro_batch(tmp_path, replicas,
-                                                              accumulation, counter,
-                                                              expected):
+    (1, 1, None, 6), (2, 1, 0, 6), (2, 3, 2, 6 * 3 + 2), (1, 4, 1, 25)])
+def test_resume_position_counts_every_micro_batch(tmp_path, replicas, accumulation, counter,
+                                                  expected):
+    """Global micro-batches trained: optimizer steps x accumulation + the pending ones
+    (the flow skips that many x replicas batches of its one input pipeline)."""
     _write_training_checkpoint(str(tmp_path), 6, counter)
     plan = distribution.plan_training(1000, 1.0, 4, replicas, accumulation, 0.1)
-    checkpoint, step, batches = fine_tuning.trained_batches(str(tmp_path), plan)
-    assert checkpoint == os.path.join(str(tmp_path), "model.ckpt-6")
-    assert (step, batches) == (6, expected)
+    assert run_setup.resume_position(str(tmp_path), plan) == expected
 
 
-def test_trained_batches_without_a_checkpoint(tmp_path):
+def test_resume_position_without_a_checkpoint_or_when_done(tmp_path):
     plan = distribution.plan_training(10, 1.0, 4, 1, 1, 0.1)
-    assert fine_tuning.trained_batches(str(tmp_path / "absent"), plan) == (None, 0, 0)
-    assert fine_tuning.trained_batches(str(tmp_path), plan) == (None, 0, 0)
+    assert run_setup.resume_position(str(tmp_path / "absent"), plan) == 0
+    assert run_setup.resume_position(str(tmp_path), plan) == 0
+    _write_training_checkpoint(str(tmp_path), plan.num_train_steps, None)
+    assert run_setup.resume_position(str(tmp_path), plan) is None

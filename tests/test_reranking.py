@@ -93,7 +93,10 @@ def test_run_file_streams_query_by_query_and_reads_back(tmp_path):
                     "margin": s} for q, p, s in
                    [(3, 30, 0.1), (3, 31, 0.7), (1, 10, 0.2), (1, 11, 0.2), (1, 12, 0.9)]]
     path = str(tmp_path / "run.tsv")
-    assert reranking.write_run(path, iter(predictions)) == (2, 5)
+    lines = list(reranking.run_file_lines(iter(predictions)))
+    assert len(lines) == 5
+    with open(path, "w") as f:
+        f.write("".join(line + "\n" for line in lines))
     with open(path) as f:
         assert f.read().split("\n")[:3] == ["3\t31\t1\t0.7", "3\t30\t2\t0.1",
                                             "1\t12\t1\t0.9"]

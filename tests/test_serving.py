@@ -6,6 +6,7 @@ subprocesses on free loopback ports; answers are compared with the SavedModel's
 own serving_default signature on the same features.
 """
 
+import export_layout
 import glob
 import json
 import os
@@ -355,9 +356,9 @@ def test_pairs_are_split_on_tabs_and_encoded_as_in_training(tokenizer):
 
 def test_request_and_response_formats_round_trip():
     specs = {name: serving_server.InputSpec(np.dtype(np.int32), (None, 3))
-             for name in serving_client.SIGNATURE_INPUTS}
+             for name in export_layout.SERVING_INPUTS}
     features = {name: np.arange(6, dtype=np.int32).reshape(2, 3) + i
-                for i, name in enumerate(serving_client.SIGNATURE_INPUTS)}
+                for i, name in enumerate(export_layout.SERVING_INPUTS)}
     outputs = {"probabilities": np.array([[0.25, 0.75], [0.5, 0.5]], np.float32),
                "label_ids": np.array([1, 0], np.int32)}
     for request_format in ("row", "columnar"):

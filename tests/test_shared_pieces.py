@@ -9,6 +9,9 @@ import tensorflow as tf
 import distribution
 import input_pipeline
 import metrics
+import run_options
+import run_setup
+import scores
 from errors import InputError
 from tiny import cpu_session, cpu_strategy
 
@@ -17,7 +20,7 @@ tf1 = tf.compat.v1
 
 def test_classification_report_binary_by_hand():
     # rows true, columns predicted; labels (neg, pos): 40 TN, 10 FP, 5 FN, 45 TP
-    report = metrics.classification_report([[40, 10], [5, 45]], ["neg", "pos"])
+    report = scores.classification_report([[40, 10], [5, 45]], ["neg", "pos"])
     assert report["accuracy"] == pytest.approx(0.85)
     assert report["precision"] == pytest.approx(45 / 55)
     assert report["recall"] == pytest.approx(45 / 50)
@@ -29,13 +32,13 @@ def test_classification_report_binary_by_hand():
 
 
 def test_matthews_is_zero_when_one_class_is_always_predicted():
-    assert metrics.matthews_correlation([[0, 10], [0, 20]]) == 0.0
-    assert metrics.matthews_correlation([[3, 0, 0], [0, 4, 0], [0, 0, 5]]) == pytest.approx(1)
+    assert scores.matthews_correlation([[0, 10], [0, 20]]) == 0.0
+    assert scores.matthews_correlation([[3, 0, 0], [0, 4, 0], [0, 0, 5]]) == pytest.approx(1)
 
 
 def test_multi_label_report_micro_and_macro():
     # per label: tp, fp, fn
-    report = metrics.multi_label_report([[8, 2, 0], [1, 0, 3]], ["a", "b"])
+    report = scores.multi_label_report([[8, 2, 0], [1, 0, 3]], ["a", "b"])
     assert report["micro_precision"] == pytest.approx(9 / 11)
     assert report["micro_recall"] == pytest.approx(9 / 12)
     assert report["f1[b]"] == pytest.approx(2 * 1.0 * 0.25 / 1.25)
@@ -83,8 +86,8 @@ def test_devices_and_their_errors():
     assert distribution.replica_devices(False, 1, 2) == ["/cpu:0", "/cpu:1"]
     with pytest.raises(InputError, match="--num_gpu_cores=2 but 0 GPU"):
         distribution.replica_devices(True, 2, 1)
-    with pytest.raises(InputError, match="--num_cpu_replicas must be >= 1"):
-        distribution.replica_devices(False, 1, 0)
+    with pytest.raises(InputError, match="--num_cpu_replicas must be a whole number >= 1"):
+        run_options.RunOptions(output_dir="out", bert_config_file="c.json", num_cpu_replicas=0)
     assert distribution.make_strategy(["/cpu:0"]) is None
     config = distribution.make_session_config(["/cpu:0", "/cpu:1"], use_xla=True)
     assert config.device_count["CPU"] == 2
@@ -93,12 +96,14 @@ def test_devices_and_their_errors():
 
 
 def test_precision_resolution():
-    assert distribution.resolve_precision("fp32", use_fp16=True) == "fp16"
+    options = run_options.RunOptions(output_dir="out", bert_config_file="c.json",
+                                     use_fp16=True)
+    assert distribution.resolve_runtime(options).precision == "fp16"
     assert distribution.resolve_precision("bf16") == "bf16"
     auto = distribution.resolve_precision("auto")
     assert auto == ("bf16" if distribution.cpu_supports_bf16() else "fp32")
     with pytest.raises(InputError, match="--use_fp16 contradicts --precision=bf16"):
-        distribution.resolve_precision("bf16", use_fp16=True)
+        options.replace(precision="bf16")
 
 
 def test_tfrecord_cache_reuses_until_the_key_changes(tmp_path):
@@ -177,18 +182,19 @@ def test_input_fingerprint(tmp_path):
 
 
 def test_head_settings_are_recorded_and_a_change_refused(tmp_path):
-    import fine_tuning
     out = str(tmp_path)
-    fine_tuning.check_head_settings(out, {"pooling": "mean"})  # nothing recorded yet
-    assert not os.path.exists(fine_tuning.head_settings_path(out))
-    fine_tuning.check_head_settings(out, {"pooling": "mean"}, save=True)
-    fine_tuning.check_head_settings(out, {"pooling": "mean"})
+    path = os.path.join(out, run_setup.HEAD_SETTINGS_FILE)
+    run_setup.check_head_settings(out, {"pooling": "mean"})  # nothing recorded yet
+    assert not os.path.exists(path)
+    run_setup.save_records(out, ["a", "b"], {"pooling": "mean"})
+    run_setup.check_head_settings(out, {"pooling": "mean"})
+    assert run_setup.read_saved_labels(out) == ["a", "b"]
     with pytest.raises(InputError, match="trained with --pooling=mean"):
-        fine_tuning.check_head_settings(out, {"pooling": "pooler"})
-    with open(fine_tuning.head_settings_path(out), "w") as f:
+        run_setup.check_head_settings(out, {"pooling": "pooler"})
+    with open(path, "w") as f:
         f.write('["mean"]\n')
     with pytest.raises(InputError, match="expected a JSON object"):
-        fine_tuning.check_head_settings(out, {"pooling": "mean"})
+        run_setup.check_head_settings(out, {"pooling": "mean"})
 
 
 def test_pooling_flag_offers_the_modes_modeling_builds():
@@ -197,5 +203,5 @@ def test_pooling_flag_offers_the_modes_modeling_builds():
     import common_flags
     import modeling
     flag_values = flags.FlagValues()
-    common_flags.define_pooling_flag(flag_values)
+    common_flags.define_pooling_flag(modeling.POOLING_MODES, flag_values)
     assert tuple(flag_values["pooling"].parser.enum_values) == modeling.POOLING_MODES

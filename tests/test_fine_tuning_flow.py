@@ -1,0 +1,108 @@
+"""The whole fine-tuning flow in-process: RunOptions + a Task -> fine_tuning.run.
+
+No flags and no subprocess: train -> evaluate -> predict -> export on a tiny
+random model, then the exported SavedModel answers like Estimator.predict, and
+a second run on the same output_dir resumes (nothing left to train) and
+refuses another label set.
+"""
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import classifier
+import classifier_data
+import export_layout
+import fine_tuning
+import run_options
+import run_setup
+from errors import InputError
+from tiny import write_sentiment_csv, write_tiny_model
+
+
+def _examples(path, split):
+    processor = classifier_data.get_processor(
+        "custom", text_a_column="sentence", label_column="label")
+    return {"train": processor.get_train_examples, "eval": processor.get_dev_examples,
+            "predict": processor.get_test_examples}[split](os.path.dirname(path))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flow")
+    model = write_tiny_model(str(root / "model"))
+    data_dir = root / "data"
+    data_dir.mkdir()
+    write_sentiment_csv(str(data_dir / "train.csv"), 64, seed=1)
+    write_sentiment_csv(str(data_dir / "dev.csv"), 24, seed=2)
+    write_sentiment_csv(str(data_dir / "test.csv"), 10, seed=3)
+    examples = {split: _examples(str(data_dir / "train.csv"), split)
+                for split in fine_tuning.SPLITS}
+    task = classifier.ClassifierTask(examples, ["0", "1"], pooling="mean")
+    options = run_options.RunOptions(
+        output_dir=str(root / "out"), max_seq_length=16, do_train=True, do_eval=True,
+        do_predict=True, save_for_serving=True, train_batch_size=8, eval_batch_size=5,
+        predict_batch_size=4, learning_rate=1e-3, num_train_epochs=4.0,
+        log_every_n_steps=4, **model)
+    fine_tuning.run(task, options)
+    return options, task, examples
+
+
+def test_run_trains_evaluates_predicts_and_exports(trained):
+    options, _, examples = trained
+    out = options.output_dir
+    assert run_setup.latest_checkpoint(out).endswith("model.ckpt-32")  # 64 x 4 / 8
+    with open(os.path.join(out, "eval_results.json")) as f:
+        report = json.load(f)
+    assert report["global_step"] == 32 and report["num_examples"] == 24
+    assert report["accuracy"] > 0.7
+    with open(os.path.join(out, "test_results.tsv")) as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == ["id", "prediction", "probability[0]", "probability[1]"]
+    assert len(rows) == 1 + len(examples["predict"])
+    assert run_setup.read_saved_labels(out) == ["0", "1"]
+    _, version_dir = export_layout.resolve_version_dir(os.path.join(out, "serving"))
+    with open(os.path.join(version_dir, "assets.extra", "serving_config.json")) as f:
+        config = json.load(f)
+    assert config["labels"] == ["0", "1"] and config["pooling"] == "mean"
+    assert config["max_seq_length"] == 16 and config["task"] == "classification"
+
+    # The export answers as the Estimator's predictions did.
+    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    encoded = list(classifier.feature_rows(examples["predict"], _tokenizer(options), 16,
+                                           ["0", "1"], False))
+    inputs = {name: tf.constant(np.stack([row[name] for row in encoded]))
+              for name in export_layout.SERVING_INPUTS}
+    served = signature(**{k: tf.cast(v, tf.int32) for k, v in inputs.items()})
+    predicted = np.array([[float(p) for p in row[2:]] for row in rows[1:]])
+    np.testing.assert_allclose(served["probabilities"].numpy(), predicted, atol=1e-5)
+
+
+def _tokenizer(options):
+    return run_setup.load_model_inputs(options).tokenizer
+
+
+def test_rerun_has_nothing_to_train_and_other_labels_are_refused(trained):
+    options, task, examples = trained
+    fine_tuning.run(task, options.replace(do_eval=False, do_predict=False,
+                                          save_for_serving=False))
+    assert run_setup.latest_checkpoint(options.output_dir).endswith("model.ckpt-32")
+    other = classifier.ClassifierTask(examples, ["1", "0"])
+    with pytest.raises(InputError, match="trained with labels"):
+        fine_tuning.run(other, options)
+
+
+def test_options_are_validated_once():
+    with pytest.raises(InputError, match="--output_dir is required"):
+        run_options.RunOptions(bert_config_file="c.json")
+    with pytest.raises(InputError, match="--learning_rate must be a finite number"):
+        run_options.RunOptions(output_dir="o", bert_config_file="c", learning_rate=float("nan"))
+    with pytest.raises(InputError, match="--num_train_epochs must be a finite number"):
+        run_options.RunOptions(output_dir="o", bert_config_file="c",
+                               num_train_epochs=float("inf"))
+    with pytest.raises(InputError, match="--train_batch_size must be a whole number >= 1"):
+        run_options.RunOptions(output_dir="o", bert_config_file="c", train_batch_size=0)
