@@ -153,6 +153,11 @@ def read_run_options(flag_values=FLAGS, **overrides):
     values = {name: flag_values[name].value for name in run_options.field_names()
               if name in flag_values}
     values.update(overrides)
+    actions = [name for name in ("do_train", "do_eval", "do_predict", "save_for_serving")
+               if name in values]
+    if not any(values[name] for name in actions):
+        raise InputError("nothing to do: give %s" % " and/or ".join(
+            ", ".join("--" + name for name in actions).rsplit(", ", 1)))
     return run_options.RunOptions(**values)
 
 

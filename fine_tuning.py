@@ -120,10 +120,6 @@ def run(task, options, model_inputs=None):
 
     model_inputs: run_setup.ModelInputs, if the caller has read them already.
     """
-    if not (options.do_train or options.do_eval or options.do_predict
-            or options.save_for_serving):
-        raise InputError("nothing to do: give at least one of --do_train, --do_eval, "
-                         "--do_predict, --save_for_serving")
     model_inputs = model_inputs or run_setup.load_model_inputs(options)
     runtime = distribution.resolve_runtime(options)
     prepared = prepare(task, options, model_inputs, runtime)

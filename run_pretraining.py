@@ -49,8 +49,6 @@ flags.DEFINE_integer("shuffle_buffer_size", 10000,
 def check_flags():
     """The pre-training flags RunOptions does not hold; InputError before any write."""
     common_flags.require_flags("input_file")
-    if not (FLAGS.do_train or FLAGS.do_eval):
-        raise InputError("nothing to do: give --do_train and/or --do_eval")
     run_options.check_whole_numbers({name: FLAGS[name].value for name in (
         "max_predictions_per_seq", "num_train_steps", "max_eval_steps", "shuffle_buffer_size")})
     run_options.check_whole_numbers({"num_warmup_steps": FLAGS.num_warmup_steps}, minimum=0)
