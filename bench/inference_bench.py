@@ -79,7 +79,6 @@ def serve_ours(args):
 
     import tensorflow as tf
 
-    import serving_client
     peak = finetune_bench.measure_tf_peak(args.precision, args.peak_size)
     if args.export_dir:
         _, version_dir = export_layout.resolve_version_dir(args.export_dir)

@@ -20,6 +20,7 @@ import pytest
 from safetensors.numpy import save_file
 
 import convert_hf_checkpoint as conv
+import safe_unpickle
 from errors import InputError
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
@@ -280,7 +281,7 @@ def test_config_missing_field(field):
 # ---------------------------------------------------------------------------
 
 def test_reads_torch_written_fixture():
-    state = conv.read_pytorch_bin(os.path.join(FIXTURES, "tiny_pytorch_model.bin"))
+    state = safe_unpickle.read_pytorch_bin(os.path.join(FIXTURES, "tiny_pytorch_model.bin"))
     expected = np.load(os.path.join(FIXTURES, "tiny_pytorch_model_expected.npz"))
     assert list(state) == list(expected.files)
     for key in expected.files:
@@ -305,7 +306,7 @@ def test_reader_honours_offsets_strides_and_byte_order(tmp_path):
     })
     path = write_torch_zip(tmp_path / "big.bin", pickle_bytes, {"0": flat.tobytes()},
                            byteorder=b"big", top="big")
-    state = conv.read_pytorch_bin(path)
+    state = safe_unpickle.read_pytorch_bin(path)
     full = np.arange(12, dtype=np.float64).reshape(3, 4)
     np.testing.assert_array_equal(state["full"], full)
     np.testing.assert_array_equal(state["transposed"], full.T)
@@ -324,7 +325,7 @@ def test_reader_refuses_views_outside_their_storage(tmp_path, offset, size, stri
     path = write_torch_zip(tmp_path / "bad.bin", pickle_bytes,
                            {"0": np.zeros(12, np.float32).tobytes()})
     with pytest.raises(InputError) as info:
-        conv.read_pytorch_bin(path)
+        safe_unpickle.read_pytorch_bin(path)
     assert_one_line(info.value, path)
 
 
@@ -332,7 +333,7 @@ def test_reader_names_a_missing_storage_record(tmp_path):
     pickle_bytes = torch_like_pickle({"w": ("FloatStorage", "7", 0, (2,), (1,))})
     path = write_torch_zip(tmp_path / "nodata.bin", pickle_bytes, {})
     with pytest.raises(InputError) as info:
-        conv.read_pytorch_bin(path)
+        safe_unpickle.read_pytorch_bin(path)
     assert_one_line(info.value, path, "archive/data/7")
 
 
@@ -350,7 +351,7 @@ def test_forbidden_global_is_refused_without_running(tmp_path, protocol, payload
     pickle_bytes = pickle.dumps(collections.OrderedDict([("bias", exploit)]), protocol=protocol)
     path = write_torch_zip(tmp_path / "pytorch_model.bin", pickle_bytes)
     with pytest.raises(InputError) as info:
-        conv.read_pytorch_bin(path)
+        safe_unpickle.read_pytorch_bin(path)
     assert_one_line(info.value, path, "forbidden global", forbidden)
     assert not marker.exists()
 
@@ -360,7 +361,7 @@ def test_legacy_torch_format_is_refused_unread(tmp_path):
     path = tmp_path / "pytorch_model.bin"
     path.write_bytes(pickle.dumps(_RunsCommand(os.system, "touch '%s'" % marker), protocol=2))
     with pytest.raises(InputError) as info:
-        conv.read_pytorch_bin(str(path))
+        safe_unpickle.read_pytorch_bin(str(path))
     assert_one_line(info.value, str(path), "safetensors")
     assert not marker.exists()
 
@@ -368,7 +369,7 @@ def test_legacy_torch_format_is_refused_unread(tmp_path):
 def test_reader_refuses_non_tensor_entries(tmp_path):
     path = write_torch_zip(tmp_path / "odd.bin", pickle.dumps({"w": [1, 2]}, protocol=2))
     with pytest.raises(InputError) as info:
-        conv.read_pytorch_bin(path)
+        safe_unpickle.read_pytorch_bin(path)
     assert_one_line(info.value, path, "'w'")
 
 
@@ -637,30 +638,33 @@ def test_output_must_not_be_the_input(tmp_path):
     assert os.path.isfile(os.path.join(hf_dir, "model.safetensors"))
 
 
-def test_main_prints_summary(tmp_path, capsys):
+def _convert_command(*args):
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "convert_hf_checkpoint.py")] + list(args),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=REPO_ROOT)
+
+
+def test_script_prints_summary(tmp_path):
     config = tiny_hf_config()
     hf_dir = make_hf_dir(tmp_path / "hf", config, tiny_hf_state(config, prefix="bert."))
     out = str(tmp_path / "out")
-    assert conv.main(["--hf_dir", hf_dir, "--output_dir", out]) == 0
-    printed = capsys.readouterr().out
-    assert "wrote %d variables" % len(expected_google_shapes(config)) in printed
-    assert out in printed
+    result = _convert_command("--hf_dir", hf_dir, "--output_dir", out)  # space-separated
+    assert result.returncode == 0, result.stderr
+    assert "wrote %d variables" % len(expected_google_shapes(config)) in result.stdout
+    assert out in result.stdout
 
 
-def test_main_reports_input_errors_in_one_line(tmp_path, capsys):
-    assert conv.main(["--hf_dir", str(tmp_path / "nowhere"),
-                      "--output_dir", str(tmp_path / "out")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1, err
-
-
-def test_script_exits_1_without_traceback(tmp_path):
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "convert_hf_checkpoint.py"),
-         "--hf_dir", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "out")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=REPO_ROOT)
+@pytest.mark.parametrize("args, message", [
+    (["--hf_dir={missing}", "--output_dir={out}"], "error: --hf_dir "),
+    (["--output_dir={out}"], "error: --hf_dir is required"),
+    (["--hf_dir={missing}", "--output_dir={out}", "--no_such_flag=1"], "error: "),
+])
+def test_script_reports_mistakes_in_one_line_exit_1(tmp_path, args, message):
+    args = [a.format(missing=tmp_path / "nowhere", out=tmp_path / "out") for a in args]
+    result = _convert_command(*args)
     assert result.returncode == 1
-    assert result.stderr.startswith("error: --hf_dir ") and "Traceback" not in result.stderr
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+    assert not os.path.exists(str(tmp_path / "out"))
 
 
 # ---------------------------------------------------------------------------
