@@ -17,8 +17,9 @@ import sys
 from absl import flags
 
 import common_flags
+import fileio
 import pretraining_data
-from errors import InputError
+import pretraining_writer
 
 FLAGS = flags.FLAGS
 
@@ -59,21 +60,19 @@ def available_cores():
 
 
 def main():
-    for name in ("input_file", "output_file", "vocab_file"):
-        if not FLAGS[name].value:
-            raise InputError("--%s is required" % name)
+    common_flags.require_flags("input_file", "output_file", "vocab_file")
     config = pretraining_data.PretrainingDataConfig(
         vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
         do_whole_word_mask=FLAGS.do_whole_word_mask, max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
         masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob)
-    input_paths = pretraining_data.expand_input_patterns(FLAGS.input_file)
+    input_paths = fileio.expand_patterns(FLAGS.input_file, "input_file")
     output_paths = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
     num_workers = FLAGS.num_workers or available_cores()
     sys.stderr.write("reading %d input file(s) with %d worker(s), writing %s\n"
                      % (len(input_paths), num_workers, ", ".join(output_paths)))
-    pretraining_data.write_pretraining_data(
+    pretraining_writer.write_pretraining_data(
         input_paths, output_paths, config, num_workers=num_workers,
         documents_per_shard=FLAGS.documents_per_shard, progress_stream=sys.stderr)
 

@@ -21,13 +21,13 @@ over workers and devices, and a restart can skip exactly the batches already
 trained on (with the same global batch, in any layout).
 """
 
-import struct
 
 import tensorflow as tf
 
 import input_pipeline
 import metrics
 import modeling
+import tfrecord_codec
 from errors import InputError
 from pretraining_data import feature_lengths
 from training import Head
@@ -208,7 +208,12 @@ def check_records(path, max_seq_length, max_predictions_per_seq):
     Catches data made with another --max_seq_length / --max_predictions_per_seq
     (or not made by create_pretraining_data.py at all) before training starts.
     """
-    first = _first_record(path)
+    try:
+        # Read by hand rather than with tf.data, so that checking the input does
+        # not start TensorFlow's runtime (a multi-worker strategy must come first).
+        first = tfrecord_codec.read_first_record(path, tf.io.gfile.GFile)
+    except tf.errors.OpError as e:
+        raise InputError("%s: cannot read it (%s)" % (path, " ".join(str(e.message).split())))
     try:
         example = tf.train.Example.FromString(first)
     except Exception:  # noqa: BLE001 - any decoding failure means "not an Example"
@@ -227,39 +232,6 @@ def check_records(path, max_seq_length, max_predictions_per_seq):
             raise InputError("%s: records have %s of length %d but --%s=%d (they were "
                              "written with --%s=%d; pass the value the data was made with)"
                              % (path, name, len(values), flag, length, flag, len(values)))
-
-
-def _first_record(path):
-    """The payload of the first TFRecord in `path` (bytes); InputError if none.
-
-    Read by hand rather than with tf.data, so that checking the input does not
-    start TensorFlow's runtime (a multi-worker strategy must come first).
-    """
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            header = f.read(12)
-            if len(header) == 0:
-                raise InputError("%s: holds no records" % path)
-            length = struct.unpack("<Q", header[:8])[0] if len(header) == 12 else -1
-            payload = f.read(length) if 0 < length < (1 << 30) else b""
-    except tf.errors.OpError as e:
-        raise InputError("%s: cannot read it (%s)" % (path, " ".join(str(e.message).split())))
-    if length <= 0 or len(payload) != length:
-        raise InputError("%s: not a TFRecord file (truncated or not TFRecord framing)" % path)
-    return payload
-
-
-def expand_files(patterns, flag_name="input_file"):
-    """Files of comma-separated globs, in the order given; InputError if none match."""
-    files = []
-    for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise InputError("--%s: %s matches no file" % (flag_name, pattern))
-        files.extend(matches)
-    if not files:
-        raise InputError("--%s is required" % flag_name)
-    return files
 
 
 def make_train_input_fn(files, max_seq_length, max_predictions_per_seq,

@@ -24,6 +24,8 @@ import distribution
 import modeling
 import pretraining
 import pretraining_data
+import pretraining_writer
+import tfrecord_codec
 import tokenization
 from bench.pretraining_data_bench import write_review_documents
 from errors import InputError
@@ -98,18 +100,64 @@ def tiny_corpus(tmp_path_factory):
 # -- pure pieces -------------------------------------------------------------------
 
 def test_crc32c_known_values_and_framing_read_by_tensorflow(tmp_path):
-    crc = pretraining_data.Crc32c()
+    crc = tfrecord_codec.Crc32c()
     assert int(crc.batch([b"123456789"])[0]) == 0xE3069283  # the standard check value
     assert int(crc.batch([b"\x00" * 32])[0]) == 0x8A9136AA
     payloads = [bytes(random.Random(i).getrandbits(8) for _ in range(1 + 37 * i))
                 for i in range(40)]
-    data, lengths = pretraining_data.ExampleEncoder(8, 2).records(payloads)
+    data, lengths = tfrecord_codec.ExampleEncoder(8, 2).records(payloads)
     assert lengths.tolist() == [len(p) + 16 for p in payloads] and len(data) == sum(lengths)
     path = str(tmp_path / "framed.tfrecord")
     with open(path, "wb") as f:
         f.write(data)
     # TensorFlow checks both CRCs of every record while reading.
     assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == payloads
+
+
+def test_codec_bytes_equal_tensorflows_and_read_back(tmp_path):
+    """tfrecord_codec's records hold the same tf.train.Example as tf.train.Example +
+    tf.io.TFRecordWriter write for the same instances (protocol buffers may order
+    map entries differently, so the messages are compared, not the bytes), and
+    tf.data reads them with their CRCs checked."""
+    encoder = tfrecord_codec.ExampleEncoder(8, 3)
+    input_ids = np.array([[2, 7, 8, 3, 9, 3, 0, 0], [2, 5, 3, 6, 6, 6, 3, 0]], np.int32)
+    lengths, lengths_a = np.array([6, 7]), np.array([2, 1])
+    positions = np.array([[1, 4, 0], [2, 4, 5]])
+    labels = np.array([[7, 9, 0], [6, 6, 6]], np.int32)
+    counts, is_random = np.array([2, 3]), np.array([0, 1])
+    payloads = encoder.examples(input_ids, lengths, lengths_a, positions, labels, counts,
+                                is_random)
+    data, _ = encoder.records(payloads)
+    ours = str(tmp_path / "ours.tfrecord")
+    with open(ours, "wb") as f:
+        f.write(data)
+    theirs = str(tmp_path / "theirs.tfrecord")
+    spec = pretraining.feature_spec(8, 3)
+    with tf.io.TFRecordWriter(theirs) as writer:
+        for row in range(2):
+            n, n_a = lengths[row], lengths_a[row]
+            values = {
+                "input_ids": input_ids[row].tolist(),
+                "input_mask": [1] * n + [0] * (8 - n),
+                "segment_ids": [0] * (n_a + 2) + [1] * (n - n_a - 2) + [0] * (8 - n),
+                "masked_lm_positions": positions[row].tolist(),
+                "masked_lm_ids": labels[row].tolist(),
+                "masked_lm_weights": [1.0] * counts[row] + [0.0] * (3 - counts[row]),
+                "next_sentence_labels": [int(is_random[row])]}
+            feature = {name: tf.train.Feature(float_list=tf.train.FloatList(value=v))
+                       if name == "masked_lm_weights" else
+                       tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+                       for name, v in values.items()}
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+    ours_records = [r.numpy() for r in tf.data.TFRecordDataset(ours)]
+    theirs_records = [r.numpy() for r in tf.data.TFRecordDataset(theirs)]
+    assert ours_records == payloads and len(theirs_records) == 2
+    for mine, reference in zip(ours_records, theirs_records):
+        assert tf.train.Example.FromString(mine) == tf.train.Example.FromString(reference)
+    parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(ours)]
+    np.testing.assert_array_equal(parsed[1]["input_ids"].numpy(), input_ids[1])
+    assert tfrecord_codec.read_first_record(ours) == payloads[0]
 
 
 def original_truncate(tokens_a, tokens_b, max_num_tokens, rng):
@@ -199,7 +247,7 @@ def test_sentences_tokenized_per_document_equal_sentence_by_sentence(tiny_corpus
     model, text_path, _ = tiny_corpus
     worker = pretraining_data.ShardWorker(pretraining_data.PretrainingDataConfig(
         model["vocab_file"], True, False, 32, 5, 1, 1, 0.15, 0.1))
-    documents = list(pretraining_data.read_documents([text_path]))
+    documents = list(pretraining_writer.read_documents([text_path]))
     documents[3] = documents[3] + ["a | b", "good . but"]  # a separator in the text
     tokenizer = tokenization.FullTokenizer(model["vocab_file"], True)
     expected = [[ids for ids in tokenizer.encode_batch(doc) if ids] for doc in documents]
@@ -272,10 +320,17 @@ def test_create_pretraining_data_bad_inputs_leave_no_output(tiny_corpus, tmp_pat
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n\n")
     out = tmp_path / "out" / "data.tfrecord"
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"a fine sentence .\n\nun caf\xe9 .\n")
+    binary = tmp_path / "binary.bin"
+    binary.write_bytes(b"#!ELF header\n\x7fELF\x02\x01\x00\x00 sections\n")
     cases = [
         ([str(tmp_path / "missing.txt")], "missing.txt: no such file"),
         ([str(tmp_path / "nothing*.txt")], "nothing*.txt: matches no file"),
         ([text_path, str(blank)], "blank.txt holds no documents"),
+        # Bytes are refused with their file and line, never dropped.
+        ([text_path, str(latin1)], "latin1.txt:3: not valid utf-8: byte 0xe9"),
+        ([str(binary)], "binary.bin:2: a NUL byte"),
     ]
     for inputs, fragment in cases:
         result = make_data(",".join(inputs), str(out), model["vocab_file"], "--num_workers=2",
