@@ -12,8 +12,8 @@ around CJK ideographs; split on whitespace; when lower-casing, lower-case and
 strip accents (NFD, then drop the Mn marks); split off every punctuation
 character (ASCII symbols and the Unicode P* categories); then greedy
 longest-match-first WordPiece with "##" continuations, where a word longer than
-100 characters, or one that cannot be covered by the vocabulary, becomes a
-single "[UNK]".
+200 characters (`MAX_INPUT_CHARS_PER_WORD`, Google's limit), or one that cannot
+be covered by the vocabulary, becomes a single "[UNK]".
 
 Two backends run it:
 
@@ -117,6 +117,10 @@ _WORD_CACHE_SIZE = 1 << 17
 _HEAD_CHARS_PER_TOKEN = 5
 
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+
+# Longest word (in code points, after BasicTokenizer) that WordPiece splits;
+# longer ones become a single [UNK]. 200 as in google-research/bert.
+MAX_INPUT_CHARS_PER_WORD = 200
 
 
 def convert_to_unicode(text):
@@ -329,7 +333,8 @@ class WordpieceTokenizer(object):
     `vocab` is treated as read-only: results are cached per word.
     """
 
-    def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=100):
+    def __init__(self, vocab, unk_token="[UNK]",
+                 max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD):
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
@@ -398,14 +403,17 @@ def truncated_pair_lengths(len_a, len_b, budget):
     return len_a - excess // 2, len_b - (excess + 1) // 2
 
 
-def _build_rust_tokenizer(vocab, do_lower_case, unk_token):
-    """A `tokenizers.Tokenizer` doing the same work as the Python path."""
+def _build_rust_tokenizer(vocab, do_lower_case, unk_token, max_input_chars_per_word):
+    """A `tokenizers.Tokenizer` doing the same work as the Python path.
+
+    Rust's WordPiece counts a word's length in code points, as Python does.
+    """
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordPiece
     # The vocabulary dict comes from load_vocab, not WordPiece.from_file, so
     # that both backends see exactly the same (stripped) tokens.
     model = WordPiece(vocab=dict(vocab), unk_token=unk_token,
-                      max_input_chars_per_word=100)
+                      max_input_chars_per_word=max_input_chars_per_word)
     tokenizer = Tokenizer(model)
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True,
@@ -457,7 +465,8 @@ class FullTokenizer(object):
                 raise errors.InputError("vocab file %s: no %s token; the rust backend "
                                         "needs it" % (self.vocab_file, unk))
             return None
-        return _build_rust_tokenizer(self.vocab, self.do_lower_case, unk)
+        return _build_rust_tokenizer(self.vocab, self.do_lower_case, unk,
+                                     self.wordpiece_tokenizer.max_input_chars_per_word)
 
     # -- single text, original API ------------------------------------------
 
