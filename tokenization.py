@@ -254,18 +254,21 @@ def _char_class(ranges):
                    for lo, hi in ranges)
 
 
-_CharTables = collections.namedtuple(
-    "_CharTables", ["drop", "cjk", "mark", "word", "rust_cased", "rust_lower"])
+CodePointSets = collections.namedtuple(
+    "CodePointSets", ["drop", "punct", "mark", "unassigned", "cjk"])
 
 
 @functools.lru_cache(maxsize=None)
-def _char_tables():
-    """Regexes over this Python's Unicode database, built once per process.
+def code_point_sets():
+    """The character classes of the Python path, from this Python's Unicode database.
 
-    drop: characters the cleaning step removes; cjk: ideographs to surround by
-    spaces; mark: Mn marks removed after NFD; word: one punctuation character
-    or a run of characters that are neither punctuation nor whitespace;
-    rust_cased / rust_lower: characters that send a text to the Python path.
+    Returns a CodePointSets of sorted code point lists: drop (what cleaning
+    removes: Cc and Cf except tab, newline and carriage return, plus U+FFFD;
+    NUL is Cc), punct (split off as words of their own: the P* categories and
+    the ASCII symbols) and mark (Mn, removed after NFD when lower-casing); and
+    inclusive [start, end] ranges: unassigned (the Cn, Co and Cs code points)
+    and cjk (the ideographs put between spaces). Built once per process;
+    graph_tokenization builds its tables from the same sets.
     """
     # One C-level pass for the categories, then work on runs of equal category:
     # a Python loop over all 1.1M code points cost ~0.5 s per process.
@@ -284,7 +287,6 @@ def _char_tables():
                    if chr(cp) not in "\t\n\r"] + [0xFFFD])
     ascii_symbols = [cp for cp in range(33, 127) if not chr(cp).isalnum()]
     punct = sorted(set(code_points(lambda c: c[0] == "P")) | set(ascii_symbols))
-    mark = code_points(lambda c: c == "Mn")
     unassigned = []  # ranges; adjacent runs (e.g. Cs then Co) merge
     for category, lo, hi in runs:
         if category in ("Cn", "Co", "Cs"):
@@ -292,12 +294,30 @@ def _char_tables():
                 unassigned[-1][1] = hi
             else:
                 unassigned.append([lo, hi])
-    punct_class = _char_class(_ranges(punct))
-    rust_cased = _char_class(unassigned + list(_RUST_DIVERGENT_RANGES))
+    return CodePointSets(drop=drop, punct=punct, mark=code_points(lambda c: c == "Mn"),
+                         unassigned=unassigned, cjk=[list(r) for r in _CJK_RANGES])
+
+
+_CharTables = collections.namedtuple(
+    "_CharTables", ["drop", "cjk", "mark", "word", "rust_cased", "rust_lower"])
+
+
+@functools.lru_cache(maxsize=None)
+def _char_tables():
+    """Regexes over `code_point_sets()`, built once per process.
+
+    drop: characters the cleaning step removes; cjk: ideographs to surround by
+    spaces; mark: Mn marks removed after NFD; word: one punctuation character
+    or a run of characters that are neither punctuation nor whitespace;
+    rust_cased / rust_lower: characters that send a text to the Python path.
+    """
+    sets = code_point_sets()
+    punct_class = _char_class(_ranges(sets.punct))
+    rust_cased = _char_class(sets.unassigned + list(_RUST_DIVERGENT_RANGES))
     return _CharTables(
-        drop=re.compile("[%s]" % _char_class(_ranges(drop))),
+        drop=re.compile("[%s]" % _char_class(_ranges(sets.drop))),
         cjk=re.compile("[%s]" % _char_class(_CJK_RANGES)),
-        mark=re.compile("[%s]" % _char_class(_ranges(mark))),
+        mark=re.compile("[%s]" % _char_class(_ranges(sets.mark))),
         word=re.compile("[%s]|[^%s\\s]+" % (punct_class, punct_class)),
         rust_cased=re.compile("[%s]" % rust_cased),
         rust_lower=re.compile("[%s%s]" % (rust_cased, _char_class([(_CAPITAL_SIGMA,) * 2]))),
