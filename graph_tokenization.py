@@ -1,13 +1,17 @@
 """WordPiece tokenization inside a TensorFlow graph, from core ops only.
 
-`text_features` turns tf.string texts into the int32 `input_ids`,
-`input_mask` and `segment_ids` that `tokenization.FullTokenizer.encode_pairs`
-gives for the same texts, with the same ids on every text. It is meant for a
-SavedModel that takes raw text and must run on stock TensorFlow Serving, so it
-uses no tensorflow-text op, no py_func and no custom kernel: only tf.strings
-and tf.ragged ops, gathers, cumulative sums, a sort, a while loop and one
+`text_features(text_a, text_b, vocab_tokens, do_lower_case, max_seq_length)`
+turns tf.string texts into the int32 `input_ids`, `input_mask` and
+`segment_ids` that `tokenization.FullTokenizer.encode_pairs` gives for the
+same texts, with the same ids on every text; `encode` gives the ids of
+`FullTokenizer.encode_batch` and `basic_words` the words of
+`BasicTokenizer.tokenize`. It is meant for a SavedModel that takes raw text
+and must run on stock TensorFlow Serving, so it uses no tensorflow-text op,
+no py_func and no custom kernel: only tf.strings and tf.ragged ops, gathers,
+cumulative sums, conditionals, a while loop and two
 tf.lookup.StaticHashTable (the vocabulary). It works in a TF1 graph (an
-Estimator's serving_input_receiver_fn under tf.compat.v1) and in tf.function.
+Estimator's serving_input_receiver_fn under tf.compat.v1), in tf.function
+and eagerly.
 
 How the steps of tokenization.py's Python path are reproduced:
 
@@ -25,26 +29,30 @@ How the steps of tokenization.py's Python path are reproduced:
   points, made at build time from this Python's unicodedata for exactly the
   code points that str.lower() plus NFD change;
 - punctuation and whitespace splitting: a second table, read with the code
-  points after lower-casing, gives whitespace (str.isspace, which is what
-  the `\\s` of Python's regular expressions means), punctuation, Mn and the
-  combining class;
-- WordPiece: every substring of every distinct word, up to the longest
-  vocabulary entry, is looked up in the vocabulary at once; a while loop then
-  walks all words from the left by their longest matches, one piece per
-  iteration; a word longer than `max_input_chars_per_word` or that cannot be
-  covered becomes [UNK];
+  points after lower-casing, gives whitespace (what `\\s` matches in
+  Python's regular expressions), punctuation, Mn and the combining class;
+- WordPiece: one piece of every distinct word per step, all words at once:
+  the word's substrings at its position, up to the longest vocabulary entry,
+  are looked up together and the longest found is taken. The first step
+  looks in the tokens, the next ones (a while loop) in the "##" tokens
+  without their "##". A word longer than `max_input_chars_per_word`, or with
+  a position no piece covers, becomes [UNK];
 - truncation and packing: `tokenization.truncated_pair_lengths` on vectors.
+  As encode_pairs does, long texts are first cut to a head (right before a
+  space or newline, since no step looks across whitespace) that holds
+  enough words; the few whose head comes up short are split again whole.
 
 The per-code-point tables are two-level (blocks of 256 code points, equal
-blocks stored once), a few hundred kilobytes of constants in all. They are
-Python data computed once per process from the Unicode database of the
-Python that builds the graph (the same one the Python path uses); the TF
-constants and the hash table are created when a function here is called,
-inside the graph being built, never at import time.
+blocks stored once), about 400 KB of constants in all. They are Python data
+computed once per process from the Unicode database of the Python that
+builds the graph (the one the Python path uses there); the TF constants and
+the hash tables are created when a function here is called, inside the graph
+being built, never at import time.
 """
 
 import collections
 import functools
+import re
 import unicodedata
 
 import numpy as np
@@ -70,6 +78,10 @@ _CCC_SHIFT = 8        # canonical combining class, bits 8 to 15
 
 _CAPITAL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+# Long texts are first cut to this many bytes per word needed (plus 64):
+# English averages under 5 bytes per word (punctuation marks are words); on
+# the real corpora no head of 6 bytes a word came up short, of 5 bytes 3%.
+_HEAD_BYTES_PER_WORD = 6
 
 _UnicodeTables = collections.namedtuple(
     "_UnicodeTables", ["source", "target", "lower", "lower_splits", "lower_values"])
@@ -86,8 +98,14 @@ def _two_level(dense):
     """Splits a [0x110000] array into (index, blocks) with equal blocks stored once.
 
     dense[cp] == blocks[index[cp >> 8] * 256 + (cp & 255)]; index is int32
-    [0x1100], blocks has dense's dtype and a multiple of 256 entries.
+    [0x1100], blocks a multiple of 256 entries of uint8, uint16 or int32,
+    the smallest that holds the (non-negative) values: the SavedModel carries
+    them.
     """
+    for dtype in (np.uint8, np.uint16, np.int32):
+        if dense.min() >= np.iinfo(dtype).min and dense.max() <= np.iinfo(dtype).max:
+            dense = dense.astype(dtype)
+            break
     first_use, index, blocks = {}, [], []
     for block in dense.reshape(-1, _BLOCK):
         key = block.tobytes()
@@ -132,9 +150,14 @@ def _source_bits(sets, assigned):
 
 
 def _target_bits(sets, assigned):
-    """int32 [0x110000]: _SPACE, _PUNCT, _MARK and the combining class << 8."""
+    """int32 [0x110000]: _SPACE, _PUNCT, _MARK and the combining class << 8.
+
+    Whitespace is what `\\s` matches in tokenization's word pattern.
+    """
     bits = np.zeros(_NUM_CODE_POINTS, np.int32)
-    bits[[cp for cp in range(_NUM_CODE_POINTS) if chr(cp).isspace()]] |= _SPACE
+    everything = "".join(map(chr, range(_NUM_CODE_POINTS)))
+    bits[[match.start() for match in re.finditer(r"\s", everything)]] |= _SPACE
+    bits[sets.punct] &= ~_SPACE  # the word pattern tries punctuation first
     bits[sets.punct] |= _PUNCT
     bits[sets.mark] |= _MARK
     classes = np.fromiter(map(unicodedata.combining, map(chr, assigned.tolist())),
@@ -210,10 +233,11 @@ def _constant(two_level):
 
 
 def _lookup(table, code_points):
-    """table[code_points] for a two-level (index, blocks) table; any shape, int32."""
+    """table[code_points] for a two-level (index, blocks) table: int32, same shape."""
     index, blocks = table
     block = tf.gather(index, tf.bitwise.right_shift(code_points, _BLOCK_BITS))
-    return tf.gather(blocks, block * _BLOCK + tf.bitwise.bitwise_and(code_points, _BLOCK - 1))
+    return tf.cast(tf.gather(blocks, block * _BLOCK
+                             + tf.bitwise.bitwise_and(code_points, _BLOCK - 1)), tf.int32)
 
 
 def _previous(values, fill):
@@ -305,44 +329,50 @@ def _reorder_and_strip_marks(code_points, rows, cjk, target_bits):
     run = tf.cumsum(tf.cast(tf.equal(ccc, 0) | _row_starts(rows), tf.int64))
     keep = tf.logical_not(_has(target_bits, _MARK))
     key = tf.boolean_mask(run * _BLOCK + ccc, keep)
-    order = tf.argsort(key, stable=True)
-    return [tf.gather(tf.boolean_mask(t, keep), order)
-            for t in (code_points, rows, cjk, target_bits)]
+    kept = [tf.boolean_mask(t, keep) for t in (code_points, rows, cjk, target_bits)]
+    # Once the Mn marks are gone only a few rare Mc marks can be out of order:
+    # sort only when some are.
+    return tf.cond(tf.reduce_any(key[1:] < key[:-1]),
+                   lambda: [tf.gather(t, tf.argsort(key, stable=True)) for t in kept],
+                   lambda: kept)
 
 
-def _normalized_characters(text, do_lower_case):
+def _graph_tables(do_lower_case):
+    """The Unicode tables as constants of the current graph (a _UnicodeTables of tensors)."""
+    tables = _unicode_tables()
+    lower = (_constant(tables.lower), tf.constant(tables.lower_splits),
+             tf.constant(tables.lower_values)) if do_lower_case else (None,) * 3
+    return _UnicodeTables(_constant(tables.source), _constant(tables.target), *lower)
+
+
+def _normalized_characters(text, do_lower_case, tables):
     """BasicTokenizer up to the split: text tf.string [batch] -> flat characters.
 
     Returns (code_points int32 [n], rows int64 [n], cjk bool [n],
     target_bits int32 [n]) after cleaning and, when do_lower_case,
     lower-casing, NFD and mark stripping.
     """
-    tables = _unicode_tables()
     chars = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
     code_points, rows = chars.flat_values, _row_ids(chars.row_splits)
-    source_bits = _lookup(_constant(tables.source), code_points)
+    source_bits = _lookup(tables.source, code_points)
     keep = tf.logical_not(_has(source_bits, _DROP))
     code_points, rows, source_bits = [tf.boolean_mask(t, keep)
                                       for t in (code_points, rows, source_bits)]
     cjk = _has(source_bits, _CJK)
-    target = _constant(tables.target)
     if not do_lower_case:
-        return code_points, rows, cjk, _lookup(target, code_points)
-    code_points = _final_sigmas(code_points, rows, source_bits)
+        return code_points, rows, cjk, _lookup(tables.target, code_points)
+    code_points = tf.cond(tf.reduce_any(tf.equal(code_points, _CAPITAL_SIGMA)),
+                          lambda: _final_sigmas(code_points, rows, source_bits),
+                          lambda: code_points)
     code_points, rows, cjk = _lower_and_decompose(
-        code_points, rows, cjk, _constant(tables.lower),
-        tf.constant(tables.lower_splits), tf.constant(tables.lower_values))
-    return _reorder_and_strip_marks(code_points, rows, cjk, _lookup(target, code_points))
+        code_points, rows, cjk, tables.lower, tables.lower_splits, tables.lower_values)
+    return _reorder_and_strip_marks(code_points, rows, cjk,
+                                    _lookup(tables.target, code_points))
 
 
-def basic_words(text, do_lower_case):
-    """`tokenization.BasicTokenizer(do_lower_case).tokenize` on each text.
-
-    text: tf.string [batch], UTF-8 (invalid bytes are dropped).
-    Returns a tf.RaggedTensor of tf.string, [batch, (words)].
-    """
-    text = tf.convert_to_tensor(text, tf.string)
-    code_points, rows, cjk, bits = _normalized_characters(text, do_lower_case)
+def _split_words(text, do_lower_case, tables):
+    """basic_words with the given _graph_tables."""
+    code_points, rows, cjk, bits = _normalized_characters(text, do_lower_case, tables)
     space = _has(bits, _SPACE)
     alone = cjk | _has(bits, _PUNCT)
     inside = ~space & ~alone
@@ -358,6 +388,70 @@ def basic_words(text, do_lower_case):
     return tf.RaggedTensor.from_value_rowids(
         words, tf.boolean_mask(rows, starts), nrows=tf.size(text, out_type=tf.int64),
         validate=False)
+
+
+def _texts(text):
+    """text as a tf.string vector [batch]; a ValueError for another rank.
+
+    A tensor of unknown rank is checked when the graph runs.
+    """
+    text = tf.convert_to_tensor(text, tf.string)
+    if text.shape.rank is None:
+        return tf.ensure_shape(text, [None])
+    if text.shape.rank != 1:
+        raise ValueError("texts: expected a tf.string vector [batch], got shape %s"
+                         % text.shape)
+    return text
+
+
+def basic_words(text, do_lower_case):
+    """`tokenization.BasicTokenizer(do_lower_case).tokenize` on each text.
+
+    text: tf.string [batch], UTF-8 (invalid bytes are dropped).
+    Returns a tf.RaggedTensor of tf.string, [batch, (words)].
+    """
+    return _split_words(_texts(text), do_lower_case, _graph_tables(do_lower_case))
+
+
+def _text_heads(text, limit):
+    """Cuts texts longer than `limit` bytes right before a space or newline.
+
+    text: tf.string [batch]. Returns (heads tf.string [batch], cut bool
+    [batch]): a long text is cut before the last ASCII space or newline of
+    its first `limit` bytes (not at byte 0); one without such is kept whole.
+    No step of the tokenizer looks across whitespace (see
+    tokenization._text_head), so the words of a head are the first words of
+    its text. Such a byte is never part of a multi-byte UTF-8 sequence.
+    """
+    prefix = tf.io.decode_raw(text, tf.uint8, fixed_length=limit)  # zero-padded
+    position = tf.range(limit)[None, :]
+    blank = (tf.equal(prefix, ord(" ")) | tf.equal(prefix, ord("\n"))) & (position > 0)
+    last = tf.reduce_max(tf.where(blank, position, 0), axis=1)
+    cut = (tf.strings.length(text) > limit) & (last > 0)
+    return tf.where(cut, tf.strings.substr(text, tf.zeros_like(last), last), text), cut
+
+
+def _first_words(text, do_lower_case, max_words):
+    """The first max_words words of each text (all when None): [batch, (words)].
+
+    Long texts are cut to a head of _HEAD_BYTES_PER_WORD bytes a word first;
+    the texts whose head has fewer words are split again whole.
+    """
+    tables = _graph_tables(do_lower_case)
+    if max_words is None:
+        return _split_words(text, do_lower_case, tables)
+    heads, cut = _text_heads(text, _HEAD_BYTES_PER_WORD * max_words + 64)
+    words = _split_words(heads, do_lower_case, tables)
+    redo = cut & (words.row_lengths() < max_words)
+    redone = tf.cond(
+        tf.reduce_any(redo),
+        lambda: _split_words(tf.boolean_mask(text, redo), do_lower_case, tables),
+        lambda: tf.RaggedTensor.from_row_splits(tf.constant([], tf.string),
+                                                tf.zeros([1], tf.int64), validate=False))
+    batch = tf.size(text, out_type=tf.int64)
+    pick = tf.where(redo, batch + tf.cumsum(tf.cast(redo, tf.int64)) - 1, tf.range(batch))
+    words = tf.gather(tf.concat([words, redone], axis=0), pick)
+    return _heads(words, tf.fill([batch], tf.cast(max_words, tf.int64)))
 
 
 def vocab_tables(vocab):
@@ -449,9 +543,7 @@ def _wordpiece(words, vocab, max_input_chars_per_word):
 
 def _encode(text, vocab, do_lower_case, max_input_chars_per_word, max_words):
     """Ids of each text's first max_words words (all when None): [batch, (ids)]."""
-    words = basic_words(text, do_lower_case)
-    if max_words is not None:
-        words = _heads(words, tf.fill([words.nrows()], tf.cast(max_words, tf.int64)))
+    words = _first_words(text, do_lower_case, max_words)
     pieces = _wordpiece(words.flat_values, vocab, max_input_chars_per_word)
     return words.with_flat_values(pieces).merge_dims(1, 2)
 
@@ -465,8 +557,7 @@ def encode(text, vocab_tokens, do_lower_case,
     [batch, (ids)], without special tokens.
     """
     vocab = make_vocab(vocab_tokens, required=("[UNK]",))
-    return _encode(tf.convert_to_tensor(text, tf.string), vocab, do_lower_case,
-                   max_input_chars_per_word, None)
+    return _encode(_texts(text), vocab, do_lower_case, max_input_chars_per_word, None)
 
 
 def truncated_pair_lengths(len_a, len_b, budget):
@@ -492,7 +583,10 @@ def _heads(values, lengths):
 
 
 def _columns(ids, column, max_seq_length):
-    """ids[row, column[row, j]] of a ragged [batch, (n)], 0 past a row's end: [batch, max_seq_length]."""
+    """ids[row, column[row, j]] for a ragged [batch, (n)]: [batch, max_seq_length].
+
+    0 past a row's end; column is clipped to [0, max_seq_length).
+    """
     dense = ids.to_tensor(0, shape=[None, max_seq_length])
     return tf.gather(dense, tf.clip_by_value(column, 0, max_seq_length - 1), batch_dims=1)
 
@@ -545,9 +639,15 @@ def text_features(text_a, text_b, vocab_tokens, do_lower_case, max_seq_length,
     if max_seq_length < smallest:
         raise errors.InputError("max_seq_length=%d: expected at least %d to hold the "
                                 "special tokens" % (max_seq_length, smallest))
-    text_a = tf.convert_to_tensor(text_a, tf.string)
-    texts = text_a if text_b is None else tf.concat(
-        [text_a, tf.convert_to_tensor(text_b, tf.string)], 0)
+    text_a = _texts(text_a)
+    if text_b is None:
+        texts = text_a
+    else:
+        text_b = _texts(text_b)
+        same_size = tf.debugging.assert_equal(
+            tf.size(text_a), tf.size(text_b), message="text_features: text_a and text_b sizes")
+        with tf.control_dependencies([same_size]):
+            texts = tf.concat([text_a, text_b], 0)
     # Every word gives at least one id, so the first max_seq_length - 2 words
     # of a text hold all the ids that can be kept.
     ids = _encode(texts, vocab, do_lower_case, max_input_chars_per_word, max_seq_length - 2)

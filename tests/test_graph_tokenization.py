@@ -12,6 +12,7 @@ assigned code point through the basic tokenizer.
 
 import base64
 import csv
+import hashlib
 import json
 import os
 import re
@@ -54,8 +55,8 @@ EXTRA_TEXTS = [
     "", " ", "\u3000\u2028", "[MASK]x ##ab ab##ab",
 ]
 # Bytes that are not UTF-8: dropped by the decoder as convert_to_unicode drops them.
-BAD_UTF8 = [b"caf\xc3\xa9 \xff\xfe", b"\xed\xa0\x80x\xed\xbf\xbf", b"a\xc0\x80b", b"\xf4\x90\x80\x80y",
-            b"\xe2\x82", b"\xe2\x82a\xf0\x9f\x98", b"ab\x80\xbf", b"\xf5z"]
+BAD_UTF8 = [b"caf\xc3\xa9 \xff\xfe", b"\xed\xa0\x80x\xed\xbf\xbf", b"a\xc0\x80b",
+            b"\xf4\x90\x80\x80y", b"\xe2\x82", b"\xe2\x82a\xf0\x9f\x98", b"ab\x80\xbf", b"\xf5z"]
 
 
 def utf8(text):
@@ -140,7 +141,7 @@ def test_text_features_equal_encode_pairs(tiny_vocab, tricky, case):
     tokenizer = tokenization.FullTokenizer(tiny_vocab, CASES[case], backend="python")
     texts_a = pair_texts(tricky)
     texts_b = texts_a[::-1]
-    pair_lengths, single_lengths = (3, 4, 5, 8, 13, 64), (2, 5, 64)
+    pair_lengths, single_lengths = (3, 8, 64), (2, 64)
 
     def build(text_a, text_b):
         return ({n: graph_tokenization.text_features(text_a, text_b, tokenizer.vocab,
@@ -152,6 +153,54 @@ def test_text_features_equal_encode_pairs(tiny_vocab, tricky, case):
         assert_features_equal(got, tokenizer.encode_pairs(texts_a, texts_b, n), "pair %d" % n)
     for n, got in singles.items():
         assert_features_equal(got, tokenizer.encode_pairs(texts_a, None, n), "single %d" % n)
+
+
+def test_pack_features_truncates_and_packs_like_encode_pairs():
+    # Rows of every length from 0 to 12, paired with every other.
+    lengths = [(a, b) for a in range(13) for b in range(13)]
+    ids_a = [list(range(100, 100 + a)) for a, _ in lengths]
+    ids_b = [list(range(200, 200 + b)) for _, b in lengths]
+    for max_seq_length in range(3, 28):
+        got = graph_tokenization.pack_features(
+            tf.ragged.constant(ids_a, tf.int32, row_splits_dtype=tf.int64),
+            tf.ragged.constant(ids_b, tf.int32, row_splits_dtype=tf.int64), 2, 3,
+            max_seq_length)
+        want = tokenization._pack_rows(ids_a, ids_b, max_seq_length, 2, 3)
+        assert_features_equal({k: v.numpy() for k, v in got.items()}, want,
+                              "pair %d" % max_seq_length)
+    for max_seq_length in (2, 3, 7, 14):
+        got = graph_tokenization.pack_features(
+            tf.ragged.constant(ids_a, tf.int32, row_splits_dtype=tf.int64), None, 2, 3,
+            max_seq_length)
+        want = tokenization._pack_rows(ids_a, [None] * len(ids_a), max_seq_length, 2, 3)
+        assert_features_equal({k: v.numpy() for k, v in got.items()}, want,
+                              "single %d" % max_seq_length)
+
+
+def test_long_texts_are_cut_to_heads_exactly(tiny_vocab):
+    # Heads are cut before a space or newline; a head with too few words is
+    # split again whole.
+    tokenizer = tokenization.FullTokenizer(tiny_vocab, True, backend="python")
+    texts = [utf8(text) for text in [
+        "hello world " * 500,                   # the head is enough
+        "中文" * 600,                            # no space to cut at: whole text
+        "\u200b " * 900 + "hello world " * 40,  # head without words: split again
+        "\u0301 " * 500 + "the " * 100,         # only marks, dropped when lower-casing
+        "ΟΔΟΣ " * 300,                          # a final sigma just before the cut
+        "hello\nworld\n" * 300,                 # cut at a newline
+        "x" * 3000 + " hello",                  # one long word, then no space in reach
+        " " + "a" * 2000,                       # a space at byte 0 only
+        "un" + "x" * 150 + " " + "hello " * 300,  # a long word first
+    ]] + [b"\xe2\x82 hello" * 400, b"caf\xc3\xa9 \xc3" * 500]  # bad UTF-8 around cuts
+    for max_seq_length in (3, 32):
+        got = run_in_graph(lambda a, b: (
+            graph_tokenization.text_features(a, None, tokenizer.vocab, True, max_seq_length),
+            graph_tokenization.text_features(a, b, tokenizer.vocab, True, max_seq_length)),
+            [texts, texts[::-1]])
+        assert_features_equal(got[0], tokenizer.encode_pairs(texts, None, max_seq_length),
+                              "single %d" % max_seq_length)
+        assert_features_equal(got[1], tokenizer.encode_pairs(texts, texts[::-1], max_seq_length),
+                              "pair %d" % max_seq_length)
 
 
 def test_truncated_pair_lengths_equal_tokenization():
@@ -182,18 +231,27 @@ def test_eager_and_tf_function_give_the_graph_result(tiny_vocab):
 
 
 def test_tables_are_made_in_the_calling_graph(tiny_vocab):
-    vocab = tokenization.load_vocab(tiny_vocab)
-    for _ in range(2):
+    tokenizer = tokenization.FullTokenizer(tiny_vocab, True, backend="python")
+    for shape in ([None], None):  # a text tensor of unknown rank is checked at run time
         graph = tf.Graph()
         with graph.as_default():
-            text = tf.compat.v1.placeholder(tf.string, [None])
-            features = graph_tokenization.text_features(text, None, vocab, True, 16)
+            text = tf.compat.v1.placeholder(tf.string, shape)
+            features = graph_tokenization.text_features(text, None, tokenizer.vocab, True, 16)
+            init = tf.compat.v1.tables_initializer()
         assert [features[k].shape.as_list() for k in FEATURES] == [[None, 16]] * 3
         assert all(features[k].dtype == tf.int32 for k in FEATURES)
         tables = [op for op in graph.get_operations() if op.type == "HashTableV2"]
         assert len(tables) == 2  # the tokens, and the "##" tokens without "##"
         initializers = graph.get_collection(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS)
         assert len(initializers) == 2
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(init)
+            got = session.run(features, {text: [b"Hello world!"]})
+            assert_features_equal(got, tokenizer.encode_pairs([b"Hello world!"], None, 16),
+                                  "shape %s" % shape)
+            if shape is None:
+                with pytest.raises(tf.errors.InvalidArgumentError):
+                    session.run(features, {text: [[b"Hello"]]})
 
 
 @pytest.mark.parametrize("tokens, message", [
@@ -356,24 +414,35 @@ def graph_runner(build, inputs):
     return lambda *feeds: session.run(fetches, dict(zip(placeholders, feeds)))
 
 
+def digest(ids):
+    """The fixture's digest of a text's ids."""
+    return hashlib.sha1(" ".join(str(i) for i in ids).encode("ascii")).hexdigest()[:12]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_real_corpora_equal_encode_pairs(real_vocab, corpus_texts, case):
+def test_real_corpora_equal_encode_pairs(real_vocab, corpus_texts, reference, case):
     tokenizer = tokenization.FullTokenizer(real_vocab, CASES[case], backend="python")
     run = graph_runner(lambda a, b: (
         graph_tokenization.text_features(a, None, tokenizer.vocab, CASES[case], 128),
-        graph_tokenization.text_features(a, b, tokenizer.vocab, CASES[case], 128)), 2)
+        graph_tokenization.text_features(a, b, tokenizer.vocab, CASES[case], 128),
+        graph_tokenization.encode(a, tokenizer.vocab, CASES[case])), 2)
     # Pairs of consecutive texts, so that every text is both a and b.
     texts_a, texts_b = corpus_texts, corpus_texts[1:] + corpus_texts[:1]
+    want_digests = [d for entry in reference["corpora"].values() for d in entry[case]]
     start = time.time()
     for lo in range(0, len(texts_a), 256):
         a, b = texts_a[lo:lo + 256], texts_b[lo:lo + 256]
-        single, pair = run(a, b)
+        single, pair, ids = run(a, b)
         # Only row numbers in a failure: the corpus text stays out of logs.
         assert_features_equal(single, tokenizer.encode_pairs(a, None, 128), "single @%d" % lo)
         assert_features_equal(pair, tokenizer.encode_pairs(a, b, 128), "pair @%d" % lo)
-    print("%s: %d texts as single and pairs in %.1f s" % (case, len(texts_a),
-                                                          time.time() - start))
+        # All the ids of every text, against the transformers-made fixture.
+        wrong = [lo + row for row, (got, want) in enumerate(zip(
+            ids.to_list(), want_digests[lo:lo + 256])) if digest(got) != want]
+        assert not wrong, "rows %s: ids differ from the reference digests" % wrong[:10]
+    print("%s: %d texts as single, pairs and whole in %.1f s" % (case, len(texts_a),
+                                                                 time.time() - start))
 
 
 @pytest.mark.slow
