@@ -12,7 +12,6 @@ assigned code point through the basic tokenizer.
 
 import base64
 import csv
-import hashlib
 import json
 import os
 import re
@@ -27,7 +26,7 @@ import tensorflow as tf
 import errors
 import graph_tokenization
 import tokenization
-from test_tokenization import FIXTURE, TINY_TOKENS, write_vocab
+from test_tokenization import FIXTURE, TINY_TOKENS, digest, write_vocab
 
 CASES = {"uncased": True, "cased": False}
 FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -83,20 +82,26 @@ def tiny_vocab(tmp_path_factory):
     return write_vocab(tmp_path_factory.mktemp("vocab"), TOKENS)
 
 
-def run_in_graph(build, feeds):
-    """Builds `build(*placeholders)` in a fresh TF1 graph and runs it once.
+def graph_runner(build, inputs):
+    """Builds `build(*placeholders)` in a fresh TF1 graph: returns run(*feeds).
 
-    feeds: one list of bytes per tf.string [None] placeholder. The tables are
-    initialized as an Estimator's export does it, with tables_initializer().
+    inputs: how many tf.string [None] placeholders; run takes a list of
+    bytes for each. The tables are initialized as an Estimator's export does
+    it, with tables_initializer().
     """
     graph = tf.Graph()
     with graph.as_default():
-        placeholders = [tf.compat.v1.placeholder(tf.string, [None]) for _ in feeds]
+        placeholders = [tf.compat.v1.placeholder(tf.string, [None]) for _ in range(inputs)]
         fetches = build(*placeholders)
         init = tf.compat.v1.tables_initializer()
-    with tf.compat.v1.Session(graph=graph) as session:
-        session.run(init)
-        return session.run(fetches, dict(zip(placeholders, feeds)))
+    session = tf.compat.v1.Session(graph=graph)
+    session.run(init)
+    return lambda *feeds: session.run(fetches, dict(zip(placeholders, feeds)))
+
+
+def run_in_graph(build, feeds):
+    """graph_runner(build, len(feeds)) run once on feeds."""
+    return graph_runner(build, len(feeds))(*feeds)
 
 
 def assert_features_equal(got, want, what):
@@ -400,23 +405,6 @@ def corpus_texts(corpora_dir, reference):
             texts += [row[1].encode("utf-8") for row in csv.reader(handle)]
     assert len(texts) == 5750
     return texts
-
-
-def graph_runner(build, inputs):
-    """A session over build(*placeholders) with the tables initialized: run(*feeds)."""
-    graph = tf.Graph()
-    with graph.as_default():
-        placeholders = [tf.compat.v1.placeholder(tf.string, [None]) for _ in range(inputs)]
-        fetches = build(*placeholders)
-        init = tf.compat.v1.tables_initializer()
-    session = tf.compat.v1.Session(graph=graph)
-    session.run(init)
-    return lambda *feeds: session.run(fetches, dict(zip(placeholders, feeds)))
-
-
-def digest(ids):
-    """The fixture's digest of a text's ids."""
-    return hashlib.sha1(" ".join(str(i) for i in ids).encode("ascii")).hexdigest()[:12]
 
 
 @pytest.mark.slow
