@@ -12,8 +12,8 @@ around CJK ideographs; split on whitespace; when lower-casing, lower-case and
 strip accents (NFD, then drop the Mn marks); split off every punctuation
 character (ASCII symbols and the Unicode P* categories); then greedy
 longest-match-first WordPiece with "##" continuations, where a word longer than
-100 characters, or one that cannot be covered by the vocabulary, becomes a
-single "[UNK]".
+200 characters (`MAX_INPUT_CHARS_PER_WORD`, Google's limit), or one that cannot
+be covered by the vocabulary, becomes a single "[UNK]".
 
 Two backends run it:
 
@@ -117,6 +117,10 @@ _WORD_CACHE_SIZE = 1 << 17
 _HEAD_CHARS_PER_TOKEN = 5
 
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+
+# Longest word (in code points, after BasicTokenizer) that WordPiece splits;
+# longer ones become a single [UNK]. 200 as in google-research/bert.
+MAX_INPUT_CHARS_PER_WORD = 200
 
 
 def convert_to_unicode(text):
@@ -250,18 +254,21 @@ def _char_class(ranges):
                    for lo, hi in ranges)
 
 
-_CharTables = collections.namedtuple(
-    "_CharTables", ["drop", "cjk", "mark", "word", "rust_cased", "rust_lower"])
+CodePointSets = collections.namedtuple(
+    "CodePointSets", ["drop", "punct", "mark", "unassigned", "cjk"])
 
 
 @functools.lru_cache(maxsize=None)
-def _char_tables():
-    """Regexes over this Python's Unicode database, built once per process.
+def code_point_sets():
+    """The character classes of the Python path, from this Python's Unicode database.
 
-    drop: characters the cleaning step removes; cjk: ideographs to surround by
-    spaces; mark: Mn marks removed after NFD; word: one punctuation character
-    or a run of characters that are neither punctuation nor whitespace;
-    rust_cased / rust_lower: characters that send a text to the Python path.
+    Returns a CodePointSets of sorted code point lists: drop (what cleaning
+    removes: Cc and Cf except tab, newline and carriage return, plus U+FFFD;
+    NUL is Cc), punct (split off as words of their own: the P* categories and
+    the ASCII symbols) and mark (Mn, removed after NFD when lower-casing); and
+    inclusive [start, end] ranges: unassigned (the Cn, Co and Cs code points)
+    and cjk (the ideographs put between spaces). Built once per process;
+    graph_tokenization builds its tables from the same sets.
     """
     # One C-level pass for the categories, then work on runs of equal category:
     # a Python loop over all 1.1M code points cost ~0.5 s per process.
@@ -280,7 +287,6 @@ def _char_tables():
                    if chr(cp) not in "\t\n\r"] + [0xFFFD])
     ascii_symbols = [cp for cp in range(33, 127) if not chr(cp).isalnum()]
     punct = sorted(set(code_points(lambda c: c[0] == "P")) | set(ascii_symbols))
-    mark = code_points(lambda c: c == "Mn")
     unassigned = []  # ranges; adjacent runs (e.g. Cs then Co) merge
     for category, lo, hi in runs:
         if category in ("Cn", "Co", "Cs"):
@@ -288,12 +294,30 @@ def _char_tables():
                 unassigned[-1][1] = hi
             else:
                 unassigned.append([lo, hi])
-    punct_class = _char_class(_ranges(punct))
-    rust_cased = _char_class(unassigned + list(_RUST_DIVERGENT_RANGES))
+    return CodePointSets(drop=drop, punct=punct, mark=code_points(lambda c: c == "Mn"),
+                         unassigned=unassigned, cjk=[list(r) for r in _CJK_RANGES])
+
+
+_CharTables = collections.namedtuple(
+    "_CharTables", ["drop", "cjk", "mark", "word", "rust_cased", "rust_lower"])
+
+
+@functools.lru_cache(maxsize=None)
+def _char_tables():
+    """Regexes over `code_point_sets()`, built once per process.
+
+    drop: characters the cleaning step removes; cjk: ideographs to surround by
+    spaces; mark: Mn marks removed after NFD; word: one punctuation character
+    or a run of characters that are neither punctuation nor whitespace;
+    rust_cased / rust_lower: characters that send a text to the Python path.
+    """
+    sets = code_point_sets()
+    punct_class = _char_class(_ranges(sets.punct))
+    rust_cased = _char_class(sets.unassigned + list(_RUST_DIVERGENT_RANGES))
     return _CharTables(
-        drop=re.compile("[%s]" % _char_class(_ranges(drop))),
+        drop=re.compile("[%s]" % _char_class(_ranges(sets.drop))),
         cjk=re.compile("[%s]" % _char_class(_CJK_RANGES)),
-        mark=re.compile("[%s]" % _char_class(_ranges(mark))),
+        mark=re.compile("[%s]" % _char_class(_ranges(sets.mark))),
         word=re.compile("[%s]|[^%s\\s]+" % (punct_class, punct_class)),
         rust_cased=re.compile("[%s]" % rust_cased),
         rust_lower=re.compile("[%s%s]" % (rust_cased, _char_class([(_CAPITAL_SIGMA,) * 2]))),
@@ -329,7 +353,8 @@ class WordpieceTokenizer(object):
     `vocab` is treated as read-only: results are cached per word.
     """
 
-    def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=100):
+    def __init__(self, vocab, unk_token="[UNK]",
+                 max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD):
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
@@ -398,14 +423,17 @@ def truncated_pair_lengths(len_a, len_b, budget):
     return len_a - excess // 2, len_b - (excess + 1) // 2
 
 
-def _build_rust_tokenizer(vocab, do_lower_case, unk_token):
-    """A `tokenizers.Tokenizer` doing the same work as the Python path."""
+def _build_rust_tokenizer(vocab, do_lower_case, unk_token, max_input_chars_per_word):
+    """A `tokenizers.Tokenizer` doing the same work as the Python path.
+
+    Rust's WordPiece counts a word's length in code points, as Python does.
+    """
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordPiece
     # The vocabulary dict comes from load_vocab, not WordPiece.from_file, so
     # that both backends see exactly the same (stripped) tokens.
     model = WordPiece(vocab=dict(vocab), unk_token=unk_token,
-                      max_input_chars_per_word=100)
+                      max_input_chars_per_word=max_input_chars_per_word)
     tokenizer = Tokenizer(model)
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True,
@@ -457,7 +485,8 @@ class FullTokenizer(object):
                 raise errors.InputError("vocab file %s: no %s token; the rust backend "
                                         "needs it" % (self.vocab_file, unk))
             return None
-        return _build_rust_tokenizer(self.vocab, self.do_lower_case, unk)
+        return _build_rust_tokenizer(self.vocab, self.do_lower_case, unk,
+                                     self.wordpiece_tokenizer.max_input_chars_per_word)
 
     # -- single text, original API ------------------------------------------
 

@@ -133,7 +133,7 @@ def test_component_defaults(tiny_vocab):
     assert basic.do_lower_case is True
     wordpiece = tokenization.WordpieceTokenizer(tokenization.load_vocab(tiny_vocab))
     assert wordpiece.unk_token == "[UNK]"
-    assert wordpiece.max_input_chars_per_word == 100
+    assert wordpiece.max_input_chars_per_word == 200  # google-research/bert's limit
 
 
 @pytest.mark.parametrize("text, lower, words", [
@@ -174,8 +174,8 @@ def test_wordpiece_is_greedy_longest_match_first(tiny_vocab):
     assert wordpiece.tokenize("unaffable") == ["un", "##aff", "##able"]
     assert wordpiece.tokenize("running unaffable") == ["run", "##ning", "un", "##aff", "##able"]
     assert wordpiece.tokenize("unaffablez") == ["[UNK]"]
-    assert wordpiece.tokenize("x" * 100) == ["x"] + ["##x"] * 99
-    assert wordpiece.tokenize("x" * 101) == ["[UNK]"]
+    assert wordpiece.tokenize("x" * 200) == ["x"] + ["##x"] * 199
+    assert wordpiece.tokenize("x" * 201) == ["[UNK]"]
     short = tokenization.WordpieceTokenizer(vocab, unk_token="<?>", max_input_chars_per_word=3)
     assert short.tokenize("xxx xxxx") == ["x", "##x", "##x", "<?>"]
 
@@ -184,12 +184,27 @@ def test_full_tokenizer_edge_cases(tiny_vocab, backend):
     tokenizer = tokenization.FullTokenizer(tiny_vocab, backend=backend)
     assert tokenizer.backend == backend
     texts = ["", " \n\t ", "\x00\u200b", "[CLS]", "Naïve CAFÉ", "中文", "ΟΔΟΣ",
-             "x" * 101, "\U000f0000", "a\ud800b", "don't", "hello\u2028world"]
+             "x" * 201, "\U000f0000", "a\ud800b", "don't", "hello\u2028world"]
     assert tokenizer.tokenize_batch(texts) == [
         [], [], [], ["[", "cl", "##s", "]"], ["naive", "cafe"], ["中", "文"], ["οδος"],
         ["[UNK]"], ["[UNK]"], ["[UNK]"], ["don", "'", "t"], ["hello", "world"]]
     assert tokenizer.encode_batch(["hello world", ""]) == [[9, 10], []]
     assert tokenizer.tokenize("Hello!") == ["hello", "!"]
+
+
+def test_words_up_to_200_characters_are_split_on_both_backends(tiny_vocab, backend):
+    # google-research/bert's WordpieceTokenizer gives up on words longer than
+    # 200 characters; 101 to 200 characters are split like shorter words.
+    tokenizer = tokenization.FullTokenizer(tiny_vocab, do_lower_case=True, backend=backend)
+    accented = "X\u0301" * 150  # 300 code points before the accents are stripped
+    texts = ["x" * 150, "x" * 200, "x" * 201, "x" * 149 + "z", accented, "a " + "x" * 201 + " b"]
+    assert tokenizer.tokenize_batch(texts) == [
+        ["x"] + ["##x"] * 149, ["x"] + ["##x"] * 199, ["[UNK]"], ["[UNK]"],
+        ["x"] + ["##x"] * 149, ["a", "[UNK]", "b"]]
+    unk, x, xx = (tokenizer.vocab[t] for t in ("[UNK]", "x", "##x"))
+    assert tokenizer.encode_batch(["x" * 150, "x" * 201]) == [[x] + [xx] * 149, [unk]]
+    cased = tokenization.FullTokenizer(tiny_vocab, do_lower_case=False, backend=backend)
+    assert cased.tokenize_batch(["x" * 150, "x" * 201]) == [["x"] + ["##x"] * 149, ["[UNK]"]]
 
 
 def test_backends_agree_on_tiny_vocab(tiny_vocab):
