@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 import fine_tuning
+import graph_tokenization
 import input_pipeline
 import metrics
 import modeling
@@ -190,9 +191,20 @@ class ClassifierTask(fine_tuning.Task):
         return [("test_results.tsv", prediction_lines(
             examples, predictions, self.label_list, self.multi_label, self.label_separator))]
 
+    @property
+    def text_inputs(self):
+        return ("text_a", "text_b") if self.sentence_pairs else ("text_a",)
+
+    @property
+    def sentence_pairs(self):
+        return any(e.text_b is not None for split in self.examples.values() for e in split)
+
+    def text_features(self, texts, vocab_tokens, do_lower_case, max_seq_length):
+        return graph_tokenization.text_features(texts["text_a"], texts.get("text_b"),
+                                                vocab_tokens, do_lower_case, max_seq_length)
+
     def serving_config(self):
         return {"task": "classification", "task_name": self.task_name,
                 "multi_label": self.multi_label,
                 "multi_label_threshold": self.threshold,
-                "sentence_pairs": any(e.text_b is not None for split in self.examples.values()
-                                      for e in split)}
+                "sentence_pairs": self.sentence_pairs}

@@ -16,6 +16,7 @@ InputError line.
 """
 
 import collections
+import functools
 import os
 
 import tensorflow as tf
@@ -55,6 +56,7 @@ class Task(object):
     predicts_eval_split = False   # also predict the eval split (report_from_predictions)
     int64_features = ()           # features kept int64 in prediction (e.g. large ids)
     predict_keys = None           # the predictions Estimator.predict computes (None: all)
+    text_inputs = ()              # the export's raw-text signature's inputs (): none
 
     def __init__(self, examples, label_list, head_settings=None):
         self.examples = dict(examples)
@@ -109,6 +111,12 @@ class Task(object):
         """Task settings a client needs, beside labels and tokenizer settings."""
         return {}
 
+    def text_features(self, texts, vocab_tokens, do_lower_case, max_seq_length):
+        """The export's `text` signature: the model's int32 features [batch,
+        max_seq_length] from tf.string [batch] texts (name in text_inputs ->
+        tensor), tokenized in the graph exactly as feature_rows does."""
+        raise NotImplementedError
+
 
 Prepared = collections.namedtuple("Prepared", ["records", "plan", "model_fn"])
 """records: split -> (TFRecord path, number of records); plan:
@@ -133,8 +141,7 @@ def run(task, options, model_inputs=None):
     if options.do_predict:
         write_predictions(estimator, task, options, prepared, "predict")
     if options.save_for_serving:
-        export.export_model(estimator, options.output_dir, options.max_seq_length,
-                            options.vocab_file, serving_config(task, options))
+        export_model(estimator, task, options, model_inputs.tokenizer)
 
 
 def prepare(task, options, model_inputs, runtime):
@@ -284,6 +291,18 @@ def write_predictions(estimator, task, options, prepared, split):
         written[name] = path
         tf1.logging.info("%s predictions written to %s", split, path)
     return written
+
+
+def export_model(estimator, task, options, tokenizer):
+    """output_dir/serving/<version>/: serving_default on ids, and the raw-text
+    signature `text` when the task has text_inputs (see export.py)."""
+    text = None
+    if task.text_inputs:
+        text = export.TextSignature(task.text_inputs, task.label_list, functools.partial(
+            task.text_features, vocab_tokens=list(tokenizer.vocab),
+            do_lower_case=options.do_lower_case, max_seq_length=options.max_seq_length))
+    return export.export_model(estimator, options.output_dir, options.max_seq_length,
+                               options.vocab_file, serving_config(task, options), text)
 
 
 def serving_config(task, options):

@@ -451,7 +451,7 @@ def _first_words(text, do_lower_case, max_words):
     batch = tf.size(text, out_type=tf.int64)
     pick = tf.where(redo, batch + tf.cumsum(tf.cast(redo, tf.int64)) - 1, tf.range(batch))
     words = tf.gather(tf.concat([words, redone], axis=0), pick)
-    return _heads(words, tf.fill([batch], tf.cast(max_words, tf.int64)))
+    return first_values(words, tf.fill([batch], tf.cast(max_words, tf.int64)))
 
 
 def vocab_tables(vocab):
@@ -569,7 +569,7 @@ def truncated_pair_lengths(len_a, len_b, budget):
     return len_a - cut_a - rest // 2, len_b - cut_b - (rest + 1) // 2
 
 
-def _heads(values, lengths):
+def first_values(values, lengths):
     """The first lengths[i] values of each row i (all if fewer): [batch, (n)] -> same.
 
     values: a 2-D tf.RaggedTensor; lengths: int64 [batch].

@@ -37,6 +37,7 @@ import tensorflow as tf
 import classifier
 import fileio
 import fine_tuning
+import graph_tokenization
 import input_pipeline
 from errors import InputError, input_error
 
@@ -225,6 +226,24 @@ def pair_lengths(query_length, passage_length, max_query_length, max_seq_length)
     """
     kept_query = min(query_length, max_query_length)
     return kept_query, min(passage_length, max_seq_length - 3 - kept_query)
+
+
+def text_pair_features(queries, passages, vocab_tokens, do_lower_case, max_query_length,
+                       max_seq_length):
+    """`encode_pairs` in the graph, for the export's raw-text signature.
+
+    queries, passages: tf.string [batch]. The query keeps at most
+    max_query_length ids, the passage what is left (pair_lengths); returns
+    int32 input_ids, input_mask, segment_ids [batch, max_seq_length].
+    """
+    vocab = graph_tokenization.make_vocab(vocab_tokens)
+    ids_q = graph_tokenization.encode(queries, vocab_tokens, do_lower_case)
+    ids_p = graph_tokenization.encode(passages, vocab_tokens, do_lower_case)
+    kept_q = tf.minimum(ids_q.row_lengths(), max_query_length)
+    ids_q = graph_tokenization.first_values(ids_q, kept_q)
+    ids_p = graph_tokenization.first_values(ids_p, max_seq_length - 3 - kept_q)
+    return graph_tokenization.pack_features(ids_q, ids_p, vocab.cls_id, vocab.sep_id,
+                                            max_seq_length)
 
 
 def encode_pairs(tokenizer, queries, passages, max_query_length, max_seq_length):
@@ -467,6 +486,7 @@ class RerankingTask(fine_tuning.Task):
     """
 
     name = "reranking"
+    text_inputs = ("text_a", "text_b")  # query, passage
     summary_keys = ("mrr@10", "recall@10", "recall@100", "recall@1000")
     streamed_eval = False
     predicts_eval_split = True
@@ -502,3 +522,7 @@ class RerankingTask(fine_tuning.Task):
 
     def serving_config(self):
         return serving_config(self.max_query_length)
+
+    def text_features(self, texts, vocab_tokens, do_lower_case, max_seq_length):
+        return text_pair_features(texts["text_a"], texts["text_b"], vocab_tokens,
+                                  do_lower_case, self.max_query_length, max_seq_length)

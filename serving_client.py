@@ -31,11 +31,18 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import numpy as np
+
+import errors
 import export_layout
 import fileio
 import seq_labeling_data
 import tokenization
 from errors import InputError
+
+DEFAULT_SIGNATURE = "serving_default"
+TEXT_SIGNATURE = "text"
+
 
 class ServingError(Exception):
     """The server could not be reached, refused the request, or answered nonsense."""
@@ -161,20 +168,28 @@ def predict_url(url):
     return urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, path, "", ""))
 
 
-def build_request(features, request_format="row"):
+def build_request(features, request_format="row", signature_name=DEFAULT_SIGNATURE):
     """The JSON body of a `:predict` request for `features` (name -> [rows, ...] array).
 
     "row": {"instances": [{name: row}, ...]}; "columnar": {"inputs": {name: rows}}.
     """
     columns = {name: values.tolist() for name, values in features.items()}
     if request_format == "columnar":
-        return {"signature_name": "serving_default", "inputs": columns}
+        return {"signature_name": signature_name, "inputs": columns}
     if request_format != "row":
         raise ValueError("request_format must be 'row' or 'columnar', got %r" % request_format)
     num_rows = len(next(iter(columns.values())))
-    return {"signature_name": "serving_default",
+    return {"signature_name": signature_name,
             "instances": [{name: rows[i] for name, rows in columns.items()}
                           for i in range(num_rows)]}
+
+
+def text_inputs(pairs, config):
+    """The `text` signature's inputs for [(text_a, text_b or None)]: name -> object
+    array of strings (the server tokenizes them in its graph)."""
+    names = config.get("text_inputs") or ["text_a"]
+    columns = {"text_a": [a for a, _ in pairs], "text_b": [b or "" for _, b in pairs]}
+    return {name: np.array(columns[name], dtype=object) for name in names}
 
 
 def parse_response(body, num_rows):
@@ -245,10 +260,11 @@ def post_json(url, payload, timeout):
         raise ServingError("%s: the answer is not JSON: %s" % (url, server_error_text(answer)))
 
 
-def predict(url, features, request_format="row", timeout=60.0):
+def predict(url, features, request_format="row", timeout=60.0,
+            signature_name=DEFAULT_SIGNATURE):
     """Output name -> per-row values for `features`, from the server at `url`."""
     num_rows = len(next(iter(features.values())))
-    body = post_json(url, build_request(features, request_format), timeout)
+    body = post_json(url, build_request(features, request_format, signature_name), timeout)
     try:
         return parse_response(body, num_rows)
     except ServingError as e:
@@ -408,6 +424,11 @@ def make_parser():
                              "(columnar) request body.")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="Seconds to wait for each answer.")
+    parser.add_argument("--signature_name", choices=(DEFAULT_SIGNATURE, TEXT_SIGNATURE),
+                        default=DEFAULT_SIGNATURE,
+                        help="serving_default: send token ids (tokenized here); text: send "
+                             "the raw text to the export's text signature (tokenized in "
+                             "the model's graph).")
     return parser
 
 
@@ -442,12 +463,18 @@ def run(argv, stdin, stdout):
     config = load_serving_config(config_file)
     tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
     kind = TASKS[config["task"]]
+    if args.signature_name == TEXT_SIGNATURE and not config.get("text_signature"):
+        raise InputError("--signature_name=text: %s has no text signature (exports of "
+                         "classification and re-ranking models have one)" % config_file)
     for batch in fileio.chunks(input_pairs(args, config, stdin), args.batch_size):
-        features, layout = kind.encode(tokenizer, batch, config)
+        if args.signature_name == TEXT_SIGNATURE:
+            features, layout = text_inputs(batch, config), None
+        else:
+            features, layout = kind.encode(tokenizer, batch, config)
         num_rows = len(next(iter(features.values())))
         # A batch of texts without words (token tasks) needs no request.
-        outputs = (predict(url, features, args.request_format, args.timeout) if num_rows
-                   else {})
+        outputs = (predict(url, features, args.request_format, args.timeout,
+                           args.signature_name) if num_rows else {})
         try:
             results = kind.results(outputs, config, layout)
         except ServingError as e:
@@ -462,8 +489,7 @@ def main(argv=None):
         run(sys.argv[1:] if argv is None else argv, sys.stdin, sys.stdout)
     except (InputError, ServingError) as e:
         sys.stdout.flush()
-        sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
-        sys.exit(1)
+        errors.fail(e)
     except BrokenPipeError:
         # The reader (head, say) has had enough; that is not a failure. Point
         # stdout at /dev/null so the interpreter's final flush does not fail too.

@@ -103,8 +103,11 @@ def input_array(name, values, spec, row_format):
     kind (floats or strings for an integer input, say), out of the dtype's
     range, or of another shape.
     """
-    expected = "%s of %s" % (describe_shape(spec.shape, row_format), spec.dtype.name)
+    expected = "%s of %s" % (describe_shape(spec.shape, row_format),
+                             "strings" if spec.dtype == object else spec.dtype.name)
     where = "each instance's %r" % name if row_format else "input %r" % name
+    if spec.dtype == object:
+        return _string_array(values, spec, where, expected)
     try:
         array = np.asarray(values)
     except ValueError:
@@ -128,6 +131,16 @@ def input_array(name, values, spec, row_format):
         got = list(array.shape[1:] if row_format else array.shape)
         raise RequestError(400, "%s: expected %s, got shape %s" % (where, expected, got))
     return array.astype(spec.dtype)
+
+
+def _string_array(values, spec, where, expected):
+    """A tf.string input's JSON strings as an object array of UTF-8 bytes."""
+    array = np.array(values, dtype=object) if isinstance(values, list) else None
+    if array is None or array.ndim != len(spec.shape) or not all(
+            isinstance(value, str) for value in array.ravel()):
+        raise RequestError(400, "%s: expected %s" % (where, expected))
+    return np.vectorize(lambda value: value.encode("utf-8"), otypes=[object])(array) \
+        if array.size else array
 
 
 def check_input_names(names, specs, where):
@@ -168,11 +181,12 @@ def columns_of_inputs(inputs, specs):
     return dict(inputs)
 
 
-def parse_predict_request(body, specs):
-    """(features, num_rows, row_format) of a :predict body (bytes).
+def parse_predict_request(body, signatures):
+    """(signature name, features, num_rows, row_format) of a :predict body (bytes).
 
-    features: input name -> array of the signature's dtype, batch first.
-    Raises RequestError(400) for anything TensorFlow Serving would refuse.
+    signatures: signature name -> its input specs. features: input name ->
+    array of the signature's dtype, batch first. Raises RequestError(400) for
+    anything TensorFlow Serving would refuse.
     """
     try:
         request = json.loads(body)
@@ -182,9 +196,10 @@ def parse_predict_request(body, specs):
         raise RequestError(400, "expected a JSON object with 'instances' (row format) or "
                            "'inputs' (columnar format)")
     signature = request.get("signature_name", SIGNATURE)
-    if signature != SIGNATURE:
-        raise RequestError(400, "signature_name %r not found; this model has %r"
-                           % (signature, SIGNATURE))
+    if signature not in signatures:
+        raise RequestError(400, "signature_name %r not found; this model has %s"
+                           % (signature, ", ".join(repr(n) for n in sorted(signatures))))
+    specs = signatures[signature]
     unknown = sorted(set(request) - {"signature_name", "instances", "inputs"})
     if unknown:
         raise RequestError(400, "unknown key %r in the request (expected 'instances' or "
@@ -204,7 +219,7 @@ def parse_predict_request(body, specs):
     num_rows = next(iter(sizes.values()))
     if not num_rows:
         raise RequestError(400, "the request holds no rows")
-    return features, num_rows, row_format
+    return signature, features, num_rows, row_format
 
 
 # -- arrays -> responses -----------------------------------------------------------
@@ -265,7 +280,8 @@ def split_rows(outputs, counts):
 # -- the model and the calls to it --------------------------------------------------
 
 class Servable(object):
-    """One loaded version of a SavedModel and its serving_default signature."""
+    """One loaded version of a SavedModel and its signatures (serving_default, and
+    `text` where the export has it)."""
 
     def __init__(self, path, version):
         self.path = path
@@ -278,18 +294,19 @@ class Servable(object):
         if SIGNATURE not in self._model.signatures:
             raise InputError("--model_base_path: %s has no %r signature (it has %s)"
                              % (path, SIGNATURE, ", ".join(self._model.signatures) or "none"))
-        self._signature = self._model.signatures[SIGNATURE]
-        _, specs = self._signature.structured_input_signature
-        self.input_specs = {name: InputSpec(np.dtype(spec.dtype.as_numpy_dtype),
-                                            tuple(spec.shape.as_list()))
-                            for name, spec in specs.items()}
+        self.specs = {name: {input_name: InputSpec(np.dtype(spec.dtype.as_numpy_dtype),
+                                                   tuple(spec.shape.as_list()))
+                             for input_name, spec in function.structured_input_signature[1]
+                             .items()}
+                      for name, function in self._model.signatures.items()}
+        self.input_specs = self.specs[SIGNATURE]
 
-    def run(self, features):
+    def run(self, features, signature=SIGNATURE):
         """Output name -> array for `features` (name -> array); ModelInputError if the
         model rejects the values."""
         try:
-            outputs = self._signature(**{name: tf.constant(array)
-                                         for name, array in features.items()})
+            outputs = self._model.signatures[signature](**{
+                name: tf.constant(array) for name, array in features.items()})
         except tf.errors.InvalidArgumentError as e:
             raise ModelInputError(model_error_text(e.message))
         return {name: tensor.numpy() for name, tensor in outputs.items()}
@@ -351,9 +368,9 @@ class ModelCaller(object):
             num_threads, thread_name_prefix="model")
         self.stats = CallStats()
 
-    async def call(self, features, num_requests):
+    async def call(self, features, num_requests, signature=SIGNATURE):
         loop = asyncio.get_running_loop()
-        outputs = await loop.run_in_executor(self._executor, self._run_fn, features)
+        outputs = await loop.run_in_executor(self._executor, self._run_fn, features, signature)
         self.stats.record(num_requests, len(next(iter(features.values()))))
         return outputs
 
@@ -370,14 +387,15 @@ class DirectPredictor(object):
     def start(self):
         pass
 
-    async def predict(self, features, num_rows):
-        return await self.caller.call(features, 1)
+    async def predict(self, features, num_rows, signature=SIGNATURE):
+        return await self.caller.call(features, 1, signature)
 
     async def stop(self):
         pass
 
 
-_Pending = collections.namedtuple("_Pending", ["features", "num_rows", "future", "arrived"])
+_Pending = collections.namedtuple("_Pending", ["features", "num_rows", "future", "arrived",
+                                               "signature"])
 
 
 class BatchingPredictor(object):
@@ -404,10 +422,10 @@ class BatchingPredictor(object):
         self._running = set()
         self._loop_task = asyncio.ensure_future(self._batch_loop())
 
-    async def predict(self, features, num_rows):
+    async def predict(self, features, num_rows, signature=SIGNATURE):
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._pending.append(_Pending(features, num_rows, future, loop.time()))
+        self._pending.append(_Pending(features, num_rows, future, loop.time(), signature))
         self._arrived.set()
         return await future
 
@@ -449,7 +467,8 @@ class BatchingPredictor(object):
         deadline = batch[0].arrived + self._timeout
         while rows < self._max_batch_size:
             if self._pending:
-                if rows + self._pending[0].num_rows > self._max_batch_size:
+                if (rows + self._pending[0].num_rows > self._max_batch_size
+                        or self._pending[0].signature != batch[0].signature):
                     break
                 batch.append(self._pending.popleft())
                 rows += batch[-1].num_rows
@@ -470,7 +489,7 @@ class BatchingPredictor(object):
         try:
             features = {name: np.concatenate([p.features[name] for p in batch])
                         for name in batch[0].features}
-            outputs = await self.caller.call(features, len(batch))
+            outputs = await self.caller.call(features, len(batch), batch[0].signature)
         except ModelInputError as e:
             if len(batch) == 1:
                 _settle(batch[0].future, error=e)
@@ -561,9 +580,9 @@ async def handle_predict(request):
     state = request.app[STATE]
     check_model(state, request.match_info["name"], request.match_info.get("version"))
     body = await read_body(request, state["max_request_bytes"])
-    features, num_rows, row_format = parse_predict_request(
-        body, state["servable"].input_specs)
-    outputs = await state["predictor"].predict(features, num_rows)
+    signature, features, num_rows, row_format = parse_predict_request(
+        body, state["servable"].specs)
+    outputs = await state["predictor"].predict(features, num_rows, signature)
     return web.json_response(predict_response(outputs, row_format),
                              dumps=lambda value: json.dumps(value, separators=(",", ":")))
 

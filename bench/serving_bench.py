@@ -153,7 +153,10 @@ def stop_server(process):
 async def run_load(url, bodies, num_requests, num_warmup):
     """(seconds, latencies in s, last answer per client, model calls, rows) of every
     client sending its body `num_requests` times in a row, all clients at once, after
-    a warm-up; the model calls and rows are the server's, counted without the warm-up."""
+    a warm-up; the model calls and rows are the server's, counted without the warm-up.
+
+    A body is bytes, or a function that makes them for each request (its time
+    is part of the request's latency, as in a client that tokenizes)."""
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS)
     connector = aiohttp.TCPConnector(limit=len(bodies))
     headers = {"Content-Type": "application/json"}
@@ -170,7 +173,7 @@ async def run_load(url, bodies, num_requests, num_warmup):
             answer = None
             for _ in range(count):
                 started = time.perf_counter()
-                answer = await send(body)
+                answer = await send(body() if callable(body) else body)
                 latencies.append(time.perf_counter() - started)
             return answer
 

@@ -61,7 +61,15 @@ def test_ablation_bench_builds_the_variants():
     assert "fused-qkv" in out and "no-optimizer" in out
 
 
+def test_text_serving_bench_compares_in_graph_with_client_tokenizing():
+    out = run_bench("text_serving_bench.py", "--clients=2", "--requests=2", "--rounds=1",
+                    "--rows_per_request=2", "--warmup_requests=1")
+    assert "in-graph / client tokenizes" in out
+    assert "same probabilities (atol 1e-4): yes" in out
+
+
 @pytest.mark.parametrize("script", ["finetune_bench.py", "inference_bench.py",
-                                    "tokenization_bench.py", "ablation_bench.py"])
+                                    "tokenization_bench.py", "ablation_bench.py",
+                                    "text_serving_bench.py"])
 def test_bench_help(script):
     assert "usage" in run_bench(script, "--help")

@@ -81,6 +81,13 @@ def test_run_trains_evaluates_predicts_and_exports(trained):
     predicted = np.array([[float(p) for p in row[2:]] for row in rows[1:]])
     np.testing.assert_allclose(served["probabilities"].numpy(), predicted, atol=1e-5)
 
+    # The raw-text signature tokenizes in the graph and answers the same.
+    assert config["text_signature"] == "text" and config["text_inputs"] == ["text_a"]
+    text = tf.saved_model.load(version_dir).signatures["text"]
+    from_text = text(text_a=tf.constant([e.text_a for e in examples["predict"]]))
+    np.testing.assert_allclose(from_text["probabilities"].numpy(), predicted, atol=1e-5)
+    assert from_text["labels"].numpy().tolist() == [[b"0", b"1"]] * len(examples["predict"])
+
 
 def _tokenizer(options):
     return run_setup.load_model_inputs(options).tokenizer

@@ -122,6 +122,34 @@ def test_encode_pairs_layout(tmp_path):
     assert list(segments[0]) == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
 
 
+@pytest.mark.parametrize("max_query_length, max_seq_length", [(2, 10), (4, 12), (8, 16),
+                                                               (20, 64)])
+def test_text_signature_packing_equals_encode_pairs(tmp_path, max_query_length,
+                                                    max_seq_length):
+    """The export's in-graph pairs (the `text` signature) are encode_pairs' ids,
+    query cut to max_query_length and the passage taking the rest."""
+    model = write_tiny_model(str(tmp_path / "model"))
+    tokenizer = tokenization.FullTokenizer(model["vocab_file"], True)
+    rng = random.Random(max_seq_length)
+    words = TINY_WORDS + ["films", "plots", "Movie", "unknownword", "a,b"]
+    queries = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+               for _ in range(24)]
+    passages = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 40)))
+                for _ in range(24)]
+    expected = reranking.encode_pairs(tokenizer, queries, passages, max_query_length,
+                                      max_seq_length)
+    graph = tf.Graph()
+    with graph.as_default():
+        features = reranking.text_pair_features(
+            tf.constant(queries), tf.constant(passages), list(tokenizer.vocab), True,
+            max_query_length, max_seq_length)
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.tables_initializer())
+            got = session.run(features)
+    for name, array in zip(("input_ids", "input_mask", "segment_ids"), expected):
+        np.testing.assert_array_equal(got[name], array, err_msg=name)
+
+
 # -- bad input: one line naming file and line, non-zero exit, nothing written ---------
 
 

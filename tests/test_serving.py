@@ -203,6 +203,57 @@ def test_client_prints_the_saved_models_probabilities(export, servers, reference
         labels[i] for i in expected[:3].argmax(axis=1)]
 
 
+def test_text_signature_through_client_and_raw_http(export, servers, reference, tokenizer):
+    """Raw text in, predictions out: the export tokenizes in its own graph, and
+    answers as serving_default does on the client's ids."""
+    expected = reference(features_of(tokenizer, SENTENCES))
+    result = run_client("--export_dir=%s" % export[0], "--url=%s" % servers["batching"],
+                        "--signature_name=text", "--batch_size=3", *SENTENCES)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    np.testing.assert_allclose([[float(p) for p in row[1:]] for row in rows], expected,
+                               atol=1e-5)
+    # The README's curl body, in both formats.
+    for url in servers.values():
+        status, body = post(url + ":predict", {"signature_name": "text",
+                                               "instances": [{"text_a": t} for t in SENTENCES]})
+        assert status == 200, body
+        np.testing.assert_allclose([p["probabilities"] for p in body["predictions"]],
+                                   expected, atol=1e-5)
+        assert [p["labels"] for p in body["predictions"]] == [["0", "1"]] * len(SENTENCES)
+        status, body = post(url + ":predict", {"signature_name": "text",
+                                               "inputs": {"text_a": SENTENCES[:2]}})
+        assert status == 200, body
+        np.testing.assert_allclose(body["outputs"]["probabilities"], expected[:2], atol=1e-5)
+        status, body = post(url + ":predict", {"signature_name": "text",
+                                               "instances": [{"text_a": 3}]})
+        assert status == 400 and "expected" in body["error"], body
+
+
+def test_text_signature_loads_without_tensorflow_text_and_has_no_python_ops(export):
+    """A fresh interpreter that imports nothing of ours (nor tensorflow_text) serves
+    the text signature, and the graph holds no PyFunc (stock TF Serving runs it)."""
+    code = "\n".join([
+        "import sys, tensorflow as tf",
+        "from tensorflow.core.protobuf import saved_model_pb2",
+        "model = tf.saved_model.load(sys.argv[1])",
+        "out = model.signatures['text'](text_a=tf.constant(['the movie is good', '']))",
+        "assert out['probabilities'].shape == (2, 2), out",
+        "assert 'tensorflow_text' not in sys.modules",
+        "proto = saved_model_pb2.SavedModel()",
+        "proto.ParseFromString(open(sys.argv[1] + '/saved_model.pb', 'rb').read())",
+        "graph = proto.meta_graphs[0].graph_def",
+        "ops = {n.op for n in graph.node} | {n.op for f in graph.library.function "
+        "for n in f.node_def}",
+        "assert not ops & {'PyFunc', 'PyFuncStateless', 'EagerPyFunc'}, ops",
+        "print(sorted(proto.meta_graphs[0].signature_def))"])
+    result = subprocess.run([sys.executable, "-c", code, export[1]], env=ENV, cwd="/",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "['serving_default', 'text']"
+
+
 def test_raw_http_in_both_formats_matches_the_saved_model(servers, reference, tokenizer):
     features = features_of(tokenizer, SENTENCES[:4])
     expected = reference(features)
@@ -363,7 +414,9 @@ def test_request_and_response_formats_round_trip():
                "label_ids": np.array([1, 0], np.int32)}
     for request_format in ("row", "columnar"):
         body = json.dumps(serving_client.build_request(features, request_format))
-        parsed, num_rows, row_format = serving_server.parse_predict_request(body, specs)
+        signature, parsed, num_rows, row_format = serving_server.parse_predict_request(
+            body, {"serving_default": specs})
+        assert signature == "serving_default"
         assert num_rows == 2 and row_format == (request_format == "row")
         for name in features:
             np.testing.assert_array_equal(parsed[name], features[name])
