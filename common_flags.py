@@ -16,6 +16,7 @@ import sys
 
 from absl import app, flags
 
+import console
 import run_options
 from errors import InputError, fail
 
@@ -162,23 +163,24 @@ def read_run_options(flag_values=FLAGS, **overrides):
 
 
 def quiet_logging():
-    """INFO logs once each, without TensorFlow's per-call deprecation notices.
+    """Our lines only (console.py): TensorFlow's INFO chatter and per-call
+    deprecation notices hidden, unless --verbosity=1 or BERT_TOOLKIT_VERBOSE=1.
 
-    Does nothing for a script that has not imported TensorFlow: importing it
-    here would cost seconds and make forking worker processes unsafe.
+    Deprecations are switched off only for a script that has imported
+    TensorFlow: importing it here would cost seconds and make forking worker
+    processes unsafe.
     """
+    console.setup(verbose=FLAGS["verbosity"].value >= 1 if "verbosity" in FLAGS else False)
     if "tensorflow" not in sys.modules:
         return
-    import tensorflow as tf
     from tensorflow.python.util import deprecation
 
     # TensorFlow's logger has its own handler; propagating to absl's root
     # handler would print every line twice.
     logging.getLogger("tensorflow").propagate = False
     # The tf.compat.v1 API we build on is deprecated by design; repeating so on
-    # every call buries the training log.
+    # every call buries the log.
     deprecation._PRINT_DEPRECATION_WARNINGS = False
-    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
 
 
 def _parse_flags(argv):

@@ -18,6 +18,7 @@ import math
 
 import tensorflow as tf
 
+import console
 from errors import InputError
 
 tf1 = tf.compat.v1
@@ -128,7 +129,7 @@ def resolve_runtime(options):
     inference_precision = resolve_precision(options.inference_precision,
                                             use_gpu=options.use_gpu)
     if precision == "fp16" and not options.use_gpu:
-        tf1.logging.warning("fp16 on a CPU is very slow (no fp16 matrix units); "
+        console.warning("fp16 on a CPU is very slow (no fp16 matrix units); "
                             "bf16 or fp32 is the better choice here")
     return Runtime(devices, precision, inference_precision)
 

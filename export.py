@@ -22,6 +22,7 @@ import tensorflow as tf
 from tensorflow.core.framework import tensor_shape_pb2, types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
+import console
 import export_layout
 import fileio
 
@@ -113,5 +114,5 @@ def export_model(estimator, output_dir, max_seq_length, vocab_file, serving_conf
         {export_layout.VOCAB_FILE: vocab_file,
          export_layout.SERVING_CONFIG_FILE: settings_path},
         checkpoint_path=checkpoint_path, text=text)
-    tf1.logging.info("exported SavedModel for TensorFlow Serving: %s", path)
+    console.info("exported SavedModel for TensorFlow Serving: %s", path)
     return path

@@ -19,8 +19,7 @@ import collections
 import functools
 import os
 
-import tensorflow as tf
-
+import console
 import distribution
 import export
 import fileio
@@ -29,8 +28,6 @@ import modeling
 import run_setup
 import training
 from errors import InputError
-
-tf1 = tf.compat.v1
 
 SPLITS = ("train", "eval", "predict")
 
@@ -132,8 +129,9 @@ def run(task, options, model_inputs=None):
     runtime = distribution.resolve_runtime(options)
     prepared = prepare(task, options, model_inputs, runtime)
     estimator = distribution.make_estimator(options, runtime, prepared.model_fn)
-    tf1.logging.info("devices %s, precision %s (inference %s)", ",".join(runtime.devices),
-                     runtime.precision, runtime.inference_precision)
+    console.info("devices %s, precision %s (inference %s); output in %s (watch it with "
+                 "tensorboard --logdir %s)", ",".join(runtime.devices), runtime.precision,
+                 runtime.inference_precision, options.output_dir, options.output_dir)
     if options.do_train:
         train(estimator, task, options, prepared)
     if options.do_eval:
@@ -209,7 +207,7 @@ def write_records(converted, cache_dir):
     records = {}
     for split, (key, rows, _) in converted.items():
         path, count = input_pipeline.cached_tfrecord(cache_dir, split, key, lambda: rows)
-        tf1.logging.info("%s: %d records in %s", split, count, path)
+        console.info("%s: %d records in %s", split, count, path)
         records[split] = (path, count)
     return records
 
@@ -254,7 +252,7 @@ def train(estimator, task, options, prepared):
     calls = run_setup.resume_position(options.output_dir, plan)
     if calls is None:
         return
-    tf1.logging.info(distribution.describe_plan(plan))
+    console.info(distribution.describe_plan(plan))
     estimator.train(train_input_fn(task, options, prepared, calls * plan.num_replicas),
                     max_steps=plan.num_train_steps)
 
@@ -263,14 +261,16 @@ def evaluate(estimator, task, options, prepared, num_replicas):
     """Writes eval_results.{json,txt}: streamed metrics and/or those of predictions."""
     report = {}
     if task.streamed_eval:
+        progress = console.Progress("example", prepared.records["eval"][1])
         report.update(task.eval_report(estimator.evaluate(
-            eval_input_fn(task, options, prepared, num_replicas))))
+            eval_input_fn(task, options, prepared, num_replicas),
+            hooks=[training.ProgressHook(progress, options.eval_batch_size * num_replicas)])))
     if task.predicts_eval_split:
         report.update(task.report_from_predictions(
             write_predictions(estimator, task, options, prepared, "eval")))
     report.setdefault("global_step", int(estimator.get_variable_value("global_step")))
     fileio.write_results(report, options.output_dir, "eval_results")
-    tf1.logging.info("eval: %s", ", ".join("%s %.4f" % (key, report[key])
+    console.info("eval: %s", ", ".join("%s %.4f" % (key, report[key])
                                            for key in task.summary_keys if key in report))
     return report
 
@@ -278,9 +278,10 @@ def evaluate(estimator, task, options, prepared, num_replicas):
 def write_predictions(estimator, task, options, prepared, split):
     """Predicts one split (on one device, every record once, in order) and writes
     the task's prediction files; returns file name -> path."""
-    predictions = estimator.predict(
+    predictions = _counted(estimator.predict(
         predict_input_fn(task, options, prepared, split),
-        predict_keys=task.predict_keys, yield_single_examples=True)
+        predict_keys=task.predict_keys, yield_single_examples=True),
+        console.Progress("example", prepared.records[split][1]))
     written = {}
     for name, lines in task.prediction_files(split, task.examples[split], predictions):
         path = os.path.join(options.output_dir, name)
@@ -289,7 +290,7 @@ def write_predictions(estimator, task, options, prepared, split):
                 for line in lines:
                     f.write(line + "\n")
         written[name] = path
-        tf1.logging.info("%s predictions written to %s", split, path)
+        console.info("%s predictions written to %s", split, path)
     return written
 
 
@@ -303,6 +304,13 @@ def export_model(estimator, task, options, tokenizer):
             do_lower_case=options.do_lower_case, max_seq_length=options.max_seq_length))
     return export.export_model(estimator, options.output_dir, options.max_seq_length,
                                options.vocab_file, serving_config(task, options), text)
+
+
+def _counted(items, progress):
+    """Yields `items`, adding each to `progress`."""
+    for item in items:
+        progress.add(1)
+        yield item
 
 
 def serving_config(task, options):

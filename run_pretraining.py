@@ -16,6 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU
 import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 
+import console  # noqa: E402
 import common_flags  # noqa: E402
 import distribution  # noqa: E402
 import fileio  # noqa: E402
@@ -54,7 +55,7 @@ def check_flags():
     run_options.check_whole_numbers({"num_warmup_steps": FLAGS.num_warmup_steps}, minimum=0)
     if FLAGS.num_warmup_steps > FLAGS.num_train_steps:
         # Google's script accepts this (the rate then never reaches its peak).
-        tf1.logging.warning("--num_warmup_steps=%d is more than --num_train_steps=%d: the "
+        console.warning("--num_warmup_steps=%d is more than --num_train_steps=%d: the "
                             "learning rate stays in warmup for the whole run",
                             FLAGS.num_warmup_steps, FLAGS.num_train_steps)
     if FLAGS.max_seq_length < 5:
@@ -94,7 +95,7 @@ def train(options, model_fn, runtime, cluster, strategy, plan, input_files):
         input_files, options.max_seq_length, FLAGS.max_predictions_per_seq,
         options.train_batch_size, skip_global_batches=skip, seed=options.seed,
         shuffle_buffer=FLAGS.shuffle_buffer_size)
-    tf1.logging.info(distribution.describe_step_plan(plan))
+    console.info(distribution.describe_step_plan(plan))
     if cluster is None:
         with without_tf_config():
             estimator = distribution.make_estimator(options, runtime, model_fn)
@@ -127,7 +128,7 @@ def evaluate(options, model_fn, runtime, eval_files):
         steps=FLAGS.max_eval_steps)
     report = pretraining.eval_report(results)
     fileio.write_results(report, options.output_dir, "eval_results")
-    tf1.logging.info("eval: %s", ", ".join("%s %.4f" % (k, report[k]) for k in (
+    console.info("eval: %s", ", ".join("%s %.4f" % (k, report[k]) for k in (
         "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
         "next_sentence_loss")))
 
@@ -178,8 +179,9 @@ def main(_):
         inference_precision=runtime.inference_precision, optimizer=options.optimizer,
         weight_decay_rate=options.weight_decay_rate,
         log_every_n_steps=options.log_every_n_steps,
-        output_dir=options.output_dir if is_chief else None, log_per_replica=True)
-    tf1.logging.info("%s; local devices %s, precision %s (inference %s)",
+        output_dir=options.output_dir if is_chief else None, log_per_replica=True,
+        show_progress=is_chief)
+    console.info("%s; local devices %s, precision %s (inference %s)",
                      "worker %d of %d (%s)" % (cluster.worker_index, num_workers,
                                                "chief" if is_chief else "not chief")
                      if cluster else "single process",

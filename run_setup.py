@@ -17,12 +17,12 @@ import os
 
 import tensorflow as tf
 
+import console
 import fileio
 import modeling
 import tokenization
 from errors import InputError
 
-tf1 = tf.compat.v1
 
 ModelInputs = collections.namedtuple("ModelInputs", [
     "bert_config", "tokenizer", "init_checkpoint"])
@@ -161,13 +161,13 @@ def resume_position(output_dir, plan):
     reader = tf.train.load_checkpoint(done)
     step = int(reader.get_tensor("global_step"))
     if step >= plan.num_train_steps:
-        tf1.logging.info("output_dir already holds step %d of %d: nothing to train",
+        console.info("output_dir already holds step %d of %d: nothing to train",
                          step, plan.num_train_steps)
         return None
     pending = int(reader.get_tensor("accum_counter")) if reader.has_tensor("accum_counter") \
         else 0
     calls = step * plan.accumulation_steps + pending
-    tf1.logging.info("resuming from %s (step %d of %d), after the %d global micro-batches "
+    console.info("resuming from %s (step %d of %d), after the %d global micro-batches "
                      "already trained on", done, step, plan.num_train_steps, calls)
     return calls
 

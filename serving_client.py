@@ -33,6 +33,7 @@ import urllib.request
 
 import numpy as np
 
+import console
 import errors
 import export_layout
 import fileio
@@ -466,6 +467,9 @@ def run(argv, stdin, stdout):
     if args.signature_name == TEXT_SIGNATURE and not config.get("text_signature"):
         raise InputError("--signature_name=text: %s has no text signature (exports of "
                          "classification and re-ranking models have one)" % config_file)
+    # Many requests show how far they are on stderr (stdout holds the results).
+    progress = console.Progress("text", len(args.texts) if args.texts else None)
+    requests = 0
     for batch in fileio.chunks(input_pairs(args, config, stdin), args.batch_size):
         if args.signature_name == TEXT_SIGNATURE:
             features, layout = text_inputs(batch, config), None
@@ -482,9 +486,14 @@ def run(argv, stdin, stdout):
         for pair, result in zip(batch, results):
             stdout.write(format_line(pair, result, args.output_format) + "\n")
         stdout.flush()  # answers appear as they come, also through a pipe
+        requests += 1
+        progress.add(len(batch))
+    if requests > 1:
+        progress.finish()
 
 
 def main(argv=None):
+    console.setup()
     try:
         run(sys.argv[1:] if argv is None else argv, sys.stdin, sys.stdout)
     except (InputError, ServingError) as e:

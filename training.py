@@ -12,6 +12,7 @@ import time
 
 import tensorflow as tf
 
+import console
 import modeling
 import optimization
 
@@ -32,7 +33,7 @@ of tensors for the SavedModel's serving_default signature; training_logs
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
                    weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
-                   log_per_replica=False):
+                   log_per_replica=False, show_progress=True):
     """An Estimator model_fn: BERT + the task head + the shared training machinery.
 
     Args:
@@ -41,11 +42,12 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         eval, predict and export.
       output_dir: where the training log writes TensorBoard summaries (None:
         nowhere, e.g. on a worker that is not the chief).
-      log_per_replica: also log examples/s per replica and sequences/s; with
-        several workers, plan.num_replicas counts the replicas of all of them.
+      log_per_replica: also log examples/s per replica; with several workers,
+        plan.num_replicas counts the replicas of all of them.
+      show_progress: print the progress line (only the chief of several workers).
     """
-    def model_fn(features, labels, mode, params):
-        del labels, params
+    def model_fn(features, labels, mode):
+        del labels
         is_training = mode == tf.estimator.ModeKeys.TRAIN
         compute_dtype = modeling.get_compute_dtype(
             precision if is_training else inference_precision)
@@ -77,9 +79,9 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         logged.update(head.training_logs or {})
         hook = TrainingLogHook(
             logged, examples_per_call=plan.per_replica_batch_size * plan.num_replicas,
-            every_n_calls=log_every_n_steps * plan.accumulation_steps,
-            total_steps=plan.num_train_steps, output_dir=output_dir,
-            num_replicas=plan.num_replicas if log_per_replica else None)
+            every_n_steps=log_every_n_steps, total_steps=plan.num_train_steps,
+            output_dir=output_dir, num_replicas=plan.num_replicas if log_per_replica else None,
+            show=show_progress)
         num_replicas = tf.distribute.get_replica_context().num_replicas_in_sync
         # The Estimator reports the SUM of the replicas' losses; report their mean.
         return tf.estimator.EstimatorSpec(mode, loss=head.loss / float(num_replicas),
@@ -89,73 +91,99 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
 
 
 class TrainingLogHook(tf1.train.SessionRunHook):
-    """Logs step, loss, learning rate and examples/s; writes them to TensorBoard.
+    """The training progress line, and the same numbers to TensorBoard.
+
+    'step 150/300 (50%), 26.2 examples/s, 1 min 10 s elapsed, 1 min 10 s left,
+    loss 0.41, learning rate 4.2e-05, ...': after the first measured step, then
+    every `every_n_steps` optimizer steps or every ~30 s, whichever comes
+    first, and a final line when training ends that counts the last step.
 
     One session.run is one micro-batch per replica, so `examples_per_call` is
-    per_replica_batch_size * num_replicas and throughput counts every example
-    actually processed.
-
-    With `num_replicas` given, the line also reports examples/s per replica and
-    the same rates as sequences/s (in pretraining an example is one sequence).
-    Synchronous workers run their steps in lockstep, so on every worker
-    `examples_per_call` of all the workers' replicas gives the cluster's total.
+    per_replica_batch_size * num_replicas and examples/s counts every example
+    processed; steps are optimizer steps (global_step), whatever the
+    accumulation. With `num_replicas` the line also gives examples/s per
+    replica (in pre-training an example is one sequence). Synchronous workers
+    run in lockstep, so `examples_per_call` of all the workers' replicas gives
+    the cluster's total; only the chief (`show`) prints.
     """
 
-    def __init__(self, tensors, examples_per_call, every_n_calls, total_steps,
-                 output_dir=None, num_replicas=None):
+    def __init__(self, tensors, examples_per_call, every_n_steps, total_steps,
+                 output_dir=None, num_replicas=None, show=True):
         self._tensors = tensors
         self._examples_per_call = examples_per_call
-        self._every_n_calls = max(1, every_n_calls)
+        self._every_n_steps = max(1, every_n_steps)
         self._total_steps = total_steps
         self._output_dir = output_dir
         self._num_replicas = num_replicas
+        self._show = show
 
     def begin(self):
         self._global_step = tf1.train.get_global_step()
         self._calls = 0
-        self._last_time = None
-        self._last_calls = 0
+        self._start = self._last_time = None
+        self._last_calls = self._last_step = self._first_step = 0
+        self._values = {}
         self._writer = (tf1.summary.FileWriterCache.get(self._output_dir)
                         if self._output_dir else None)
 
     def before_run(self, run_context):
-        self._calls += 1
-        if self._last_time is None:
-            # The first call includes graph optimisation: start the clock after it.
-            return None
-        if self._calls % self._every_n_calls:
-            return None
         return tf1.train.SessionRunArgs(dict(self._tensors, global_step=self._global_step))
 
     def after_run(self, run_context, run_values):
         now = time.time()
-        if self._last_time is None:
-            self._last_time, self._last_calls = now, self._calls
-            return
-        if run_values.results is None:
-            return
-        values = run_values.results
-        examples = (self._calls - self._last_calls) * self._examples_per_call
-        examples_per_second = examples / max(now - self._last_time, 1e-9)
-        self._last_time, self._last_calls = now, self._calls
+        self._calls += 1
+        values = dict(run_values.results)
         step = int(values.pop("global_step"))
-        values["examples_per_second"] = examples_per_second
-        rates = ", %.1f examples/s" % examples_per_second
+        self._values = values
+        if self._start is None:
+            # The first call includes graph optimisation: start the clock after it.
+            self._start, self._last_time = now, now
+            self._first_step = self._last_step = step
+            self._last_calls = self._calls
+            return
+        if console.is_due(step, self._last_step, now, self._last_time, self._every_n_steps,
+                          self._total_steps) and step > self._first_step:
+            self._report(step, now)
+
+    def _report(self, step, now):
+        examples = (self._calls - self._last_calls) * self._examples_per_call
+        seconds = max(now - self._last_time, 1e-9)
+        seconds_per_step = seconds / max(step - self._last_step, 1)
+        self._last_time, self._last_calls, self._last_step = now, self._calls, step
+        values = dict(self._values, examples_per_second=examples / seconds)
+        first = ("loss", "learning_rate")
+        names = [n for n in first if n in self._values] + sorted(set(self._values) - set(first))
+        extra = [(name.replace("_", " "), self._values[name]) for name in names]
         if self._num_replicas:
-            per_replica = examples_per_second / self._num_replicas
-            values["examples_per_second_per_replica"] = per_replica
-            rates = (", %.1f examples/s (= sequences/s) in total, %.1f per replica "
-                     "(%d replicas)" % (examples_per_second, per_replica, self._num_replicas))
-        tf1.logging.info(
-            "step %d/%d: %s", step, self._total_steps,
-            ", ".join("%s %.4g" % (name.replace("_", " "), value)
-                      for name, value in sorted(values.items())
-                      if not name.startswith("examples_per_second")) + rates)
+            values["examples_per_second_per_replica"] = (
+                values["examples_per_second"] / self._num_replicas)
+            extra.append(("examples/s per replica",
+                          values["examples_per_second_per_replica"]))
+        if self._show:
+            console.info(console.progress_line(
+                "step", step, self._total_steps, values["examples_per_second"], "examples",
+                now - self._start, console.seconds_left(step, self._total_steps,
+                                                        seconds_per_step), extra))
         if self._writer is not None:
             summary = tf1.Summary(value=[tf1.Summary.Value(tag=name, simple_value=float(v))
                                          for name, v in values.items()])
             self._writer.add_summary(summary, step)
 
     def end(self, session):
+        step = int(session.run(self._global_step))
+        if self._start is not None and step > self._last_step:
+            self._report(step, time.time())
         if self._writer is not None:
             self._writer.flush()
+
+
+class ProgressHook(tf1.train.SessionRunHook):
+    """Adds `per_call` units to a console.Progress after every session.run (an
+    evaluation batch on every replica), so evaluation shows how far it is."""
+
+    def __init__(self, progress, per_call):
+        self._progress = progress
+        self._per_call = per_call
+
+    def after_run(self, run_context, run_values):
+        self._progress.add(min(self._per_call, self._progress.total - self._progress.done))

@@ -435,7 +435,10 @@ def test_two_workers_match_one_process_and_resume_after_a_kill(tiny_records):
     chief_log = open(multi_dir + ".worker0.log").read()
     assert codes == [0, 0], chief_log[-3000:]
     assert "resuming from" in chief_log and "worker 0 of 2 (chief)" in chief_log
-    assert "in total" in chief_log and "per replica (2 replicas)" in chief_log
+    assert "examples/s per replica" in chief_log and "step %d/%d (100%%)" % (steps, steps) \
+        in chief_log
+    # Only the chief prints the progress line.
+    assert "examples/s" not in open(multi_dir + ".worker1.log").read()
     assert latest_step(multi_dir) == steps
     assert not os.path.exists(os.path.join(multi_dir, "tmp_worker_1"))
 
