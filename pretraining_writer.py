@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+import console
 import fileio
 from errors import InputError
 from pretraining_data import ShardWorker, check_config
@@ -123,10 +124,11 @@ class Progress(object):
             self._show(now, final=False)
 
     def line(self, now=None):
+        """The console's progress line for a stream: documents, then instances."""
         elapsed = max((now or self._clock()) - self._start, 1e-9)
-        return ("%d documents (%.0f documents/s), %d instances (%.0f instances/s), %.1f s"
-                % (self.documents, self.documents / elapsed, self.instances,
-                   self.instances / elapsed, elapsed))
+        return console.progress_line(
+            "document", self.documents, None, self.documents / elapsed, "documents", elapsed,
+            None, [("instances", "%d (%.0f/s)" % (self.instances, self.instances / elapsed))])
 
     def _show(self, now, final):
         if self._stream is None:
