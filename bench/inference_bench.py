@@ -65,7 +65,7 @@ def export_random_model(config_fields, seq_length, precision, workdir):
         inputs = {name: tf1.placeholder(tf.int32, [None, seq_length], name=name)
                   for name in export_layout.SERVING_INPUTS}
         tf1.train.get_or_create_global_step()
-        model_fn(inputs, None, tf.estimator.ModeKeys.PREDICT, None)
+        model_fn(inputs, None, tf.estimator.ModeKeys.PREDICT)
         with tf1.Session() as session:
             session.run(tf1.global_variables_initializer())
             tf1.train.Saver().save(session, checkpoint, write_meta_graph=False)
