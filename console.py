@@ -102,10 +102,10 @@ class Progress(object):
         self.done += count
         now = self._clock()
         total = self.total if self.total is not None else float("inf")
-        if self.done < total and is_due(self.done, self._last_done, now, self._last_time,
-                                        self._every_n, total) and (
-                                            self.total is not None or self._last_done or
-                                            now - self._last_time >= PROGRESS_SECONDS):
+        # At most a line a second: a short run says little, and that once.
+        if self.done < total and now - self._last_time >= 1.0 and is_due(
+                self.done, self._last_done, now, self._last_time, self._every_n, total) and (
+                    self.total is not None or now - self._last_time >= PROGRESS_SECONDS):
             self._last_done, self._last_time = self.done, now
             self._print(now)
 
