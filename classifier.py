@@ -70,12 +70,13 @@ def feature_spec(max_seq_length, num_labels, multi_label):
 
 
 def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
-                 pooling="pooler"):
+                 pooling="pooler", probabilities_only=False):
     """The classification head for training.build_model_fn.
 
     dropout_prob: dropout on the pooled output in training (Google's code fixes
     0.1, the hidden_dropout_prob of its configs; pass the config's value).
     pooling: one of modeling.POOLING_MODES.
+    probabilities_only: the export returns the probabilities alone (SERVING_COMPAT).
     """
     def head_fn(model, features, mode):
         is_training = mode == tf.estimator.ModeKeys.TRAIN
@@ -98,8 +99,10 @@ def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
             probabilities = tf.nn.softmax(logits, axis=-1)
             predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
         predictions = {"probabilities": probabilities, "predicted": predicted}
-        serving = {"probabilities": probabilities, "logits": logits,
-                   "label_ids" if not multi_label else "predicted_multi_hot": predicted}
+        serving = {"probabilities": probabilities}
+        if not probabilities_only:
+            serving.update({"logits": logits, "label_ids" if not multi_label
+                            else "predicted_multi_hot": predicted})
         if mode == tf.estimator.ModeKeys.PREDICT:
             return Head(None, predictions, None, serving)
 
@@ -136,11 +139,28 @@ def eval_report(results, label_list, multi_label):
         report = scores.classification_report(results["confusion_matrix"], label_list)
     report["eval_loss"] = float(results["eval_loss"])
     report["global_step"] = int(results["global_step"])
-    return report
+    # The fork's precision/recall/F1: the binary scores of two labels, else the
+    # macro (single-label) or micro (multi-label) averages.
+    prefix = "micro_" if multi_label else ("" if len(label_list) == 2 else "macro_")
+    return scores.add_original_keys(report, prefix)
+
+
+# Prediction files: Google's (its name and layout, for the scripts that parse it),
+# and ours with ids, predicted labels and a header.
+GOOGLE_RESULTS_FILE = "test_results.tsv"
+PREDICTIONS_FILE = "test_predictions.tsv"
+
+
+def google_result_lines(predictions):
+    """test_results.tsv as Google's run_classifier.py writes it: per example, its
+    probabilities (str of each float32), tab-separated; no header, no id."""
+    for prediction in predictions:
+        yield "\t".join(str(p) for p in prediction["probabilities"])
 
 
 def prediction_lines(examples, predictions, label_list, multi_label, label_separator="|"):
-    """TSV lines (header first): id, predicted label(s), one probability per label."""
+    """test_predictions.tsv lines (header first): id, predicted label(s), one
+    probability per label."""
     yield "\t".join(["id", "prediction"] + ["probability[%s]" % label for label in label_list])
     for example, prediction in zip(examples, predictions):
         if multi_label:
@@ -152,23 +172,35 @@ def prediction_lines(examples, predictions, label_list, multi_label, label_separ
         yield "\t".join([str(example.guid), chosen] + probabilities)
 
 
+# --serving_compat: exports whose serving_default answers another project's
+# clients unchanged. bert_multi_gpu, the multi-GPU fork's: it also takes the
+# fork's label_ids input (ignored; its README's request sends "label_ids": [0]
+# per instance, so any [batch, n] is accepted) and returns the probabilities
+# alone, so TensorFlow Serving answers {"predictions": [[p0, p1], ...]}.
+SERVING_COMPAT = {"bert_multi_gpu": {"label_ids": [None, None]}}
+
+
 class ClassifierTask(fine_tuning.Task):
     """Sentence (pair) classification, single- or multi-label (see the module docstring).
 
     examples: split -> [classifier_data.InputExample]; pooling: one of
-    modeling.POOLING_MODES; task_name: recorded for clients.
+    modeling.POOLING_MODES; task_name: recorded for clients; serving_compat:
+    None (our export) or a key of SERVING_COMPAT.
     """
 
     summary_keys = ("accuracy", "micro_f1", "eval_loss")
 
     def __init__(self, examples, label_list, multi_label=False, threshold=0.5,
-                 pooling="pooler", label_separator="|", task_name="custom"):
+                 pooling="pooler", label_separator="|", task_name="custom",
+                 serving_compat=None):
         super().__init__(examples, label_list, {"pooling": pooling})
         self.multi_label = multi_label
         self.threshold = threshold
         self.label_separator = label_separator
         self.task_name = task_name
         self.name = "classification" + ("-multi-label" if multi_label else "")
+        self.serving_compat = serving_compat
+        self.extra_serving_inputs = SERVING_COMPAT[serving_compat] if serving_compat else {}
 
     def examples_digest(self, examples):
         return examples_digest(examples)
@@ -182,14 +214,17 @@ class ClassifierTask(fine_tuning.Task):
 
     def head_fn(self, bert_config):
         return make_head_fn(len(self.label_list), bert_config.hidden_dropout_prob,
-                            self.multi_label, self.threshold, self.head_settings["pooling"])
+                            self.multi_label, self.threshold, self.head_settings["pooling"],
+                            probabilities_only=self.serving_compat is not None)
 
     def eval_report(self, results):
         return eval_report(results, self.label_list, self.multi_label)
 
     def prediction_files(self, split, examples, predictions):
-        return [("test_results.tsv", prediction_lines(
-            examples, predictions, self.label_list, self.multi_label, self.label_separator))]
+        predictions = list(predictions)  # read by both files
+        return [(GOOGLE_RESULTS_FILE, google_result_lines(predictions)),
+                (PREDICTIONS_FILE, prediction_lines(examples, predictions, self.label_list,
+                                                    self.multi_label, self.label_separator))]
 
     @property
     def text_inputs(self):
@@ -205,6 +240,7 @@ class ClassifierTask(fine_tuning.Task):
 
     def serving_config(self):
         return {"task": "classification", "task_name": self.task_name,
+                "serving_compat": self.serving_compat,
                 "multi_label": self.multi_label,
                 "multi_label_threshold": self.threshold,
                 "sentence_pairs": self.sentence_pairs}

@@ -510,9 +510,11 @@ class _GlueProcessor(DataProcessor):
     """A task of fixed-layout TSV files read with quoting disabled.
 
     Subclasses set LABELS, FILES ({split: file name}), HEADERLESS (splits
-    whose file has no header) and the columns as (header name, position):
-    the position serves files without header, and files whose header lacks
-    the name when POSITION_FALLBACK is set.
+    whose file has no header) and the columns as (header name, position), the
+    position being the one Google's readers use: it serves files without
+    header, and files whose header lacks the name (Google's readers read by
+    position and skip the header whatever it says). TEST_COLUMNS overrides
+    columns of the test files, whose layout differs in some tasks.
     """
 
     LABELS = ()
@@ -521,7 +523,8 @@ class _GlueProcessor(DataProcessor):
     TEXT_A = None
     TEXT_B = None
     LABEL = None
-    POSITION_FALLBACK = False
+    TEST_COLUMNS = {}
+    POSITION_FALLBACK = True
     LABEL_MAP = None
 
     def get_train_examples(self, data_dir):
@@ -548,6 +551,8 @@ class _GlueProcessor(DataProcessor):
             specs["text_b"] = self.TEXT_B
         if not split.startswith("test"):
             specs["label"] = self.LABEL
+        else:
+            specs.update(self.TEST_COLUMNS)
         return {field: self._column(spec, has_header) for field, spec in specs.items()}
 
     def _read_split(self, data_dir, split):
@@ -571,6 +576,7 @@ class ColaProcessor(_GlueProcessor):
     HEADERLESS = frozenset(["train", "dev"])
     TEXT_A = ("sentence", 3)
     LABEL = ("label", 1)
+    TEST_COLUMNS = {"text_a": ("sentence", 1)}
 
 
 @register_processor("mnli")
@@ -583,7 +589,6 @@ class MnliProcessor(_GlueProcessor):
     TEXT_A = ("sentence1", 8)
     TEXT_B = ("sentence2", 9)
     LABEL = ("gold_label", -1)
-    POSITION_FALLBACK = True
 
     def get_dev_mismatched_examples(self, data_dir):
         """The dev set of the genres not in training (dev_mismatched.tsv)."""
@@ -621,6 +626,7 @@ class QqpProcessor(_GlueProcessor):
     TEXT_A = ("question1", 3)
     TEXT_B = ("question2", 4)
     LABEL = ("is_duplicate", 5)
+    TEST_COLUMNS = {"text_a": ("question1", 1), "text_b": ("question2", 2)}
 
 
 @register_processor("sst-2")
@@ -629,6 +635,7 @@ class Sst2Processor(_GlueProcessor):
     LABELS = ("0", "1")
     TEXT_A = ("sentence", 0)
     LABEL = ("label", 1)
+    TEST_COLUMNS = {"text_a": ("sentence", 1)}
 
 
 @register_processor("rte")

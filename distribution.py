@@ -39,11 +39,20 @@ def plan_training(num_examples, num_train_epochs, per_replica_batch_size, num_re
     """Optimizer updates from the GLOBAL batch (earlier forks divided by one GPU's batch).
 
     One update consumes per_replica_batch_size * num_replicas * accumulation_steps
-    examples, so N replicas make N times fewer updates for the same epochs.
+    examples, so N replicas make N times fewer updates for the same epochs. On
+    one device without accumulation the steps are Google's exact arithmetic,
+    int(num_examples / train_batch_size * num_train_epochs) (at least 1), so a
+    command of the original trains the same number of steps; otherwise they are
+    rounded up, so every example of the last partial global batch is seen.
+    Warmup is int(num_train_steps * warmup_proportion), as in the original.
     """
     global_batch_size = per_replica_batch_size * num_replicas * accumulation_steps
-    num_train_steps = max(1, int(math.ceil(num_examples * num_train_epochs
-                                           / float(global_batch_size))))
+    if global_batch_size == per_replica_batch_size:
+        num_train_steps = int(num_examples / float(global_batch_size) * num_train_epochs)
+    else:
+        num_train_steps = int(math.ceil(num_examples * num_train_epochs
+                                        / float(global_batch_size)))
+    num_train_steps = max(1, num_train_steps)
     num_warmup_steps = int(num_train_steps * warmup_proportion)
     return TrainingPlan(num_examples, num_train_epochs, num_replicas, per_replica_batch_size,
                         accumulation_steps, global_batch_size, num_train_steps,

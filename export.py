@@ -12,6 +12,10 @@ TensorFlow Serving runs it), with the outputs of serving_default plus
 `labels` (the label names, [batch, num_labels]). One graph serves both: the
 id inputs are placeholders whose default is the tokenized text, so
 serving_default feeds them and `text` feeds the texts.
+
+`extra_inputs` adds int32 inputs that the model ignores, so that requests
+written for another export keep being accepted unchanged: the multi-GPU
+fork's clients send a `label_ids` input (see classifier.SERVING_COMPAT).
 """
 
 import collections
@@ -37,36 +41,40 @@ features_fn(texts) -> name -> int32 [batch, max_seq_length] (texts: name ->
 tf.string [batch])."""
 
 
-def serving_input_receiver_fn(max_seq_length, text=None):
-    """int32 input_ids, input_mask, segment_ids of shape [batch, max_seq_length];
-    with `text` (a TextSignature) also the raw-text inputs, as an alternative."""
+def serving_input_receiver_fn(max_seq_length, text=None, extra_inputs=None):
+    """int32 input_ids, input_mask, segment_ids of shape [batch, max_seq_length]; with
+    `text` (a TextSignature) also the raw-text inputs, as an alternative; and the
+    ignored `extra_inputs` (name -> shape) in serving_default only."""
     def receiver_fn():
         # Placeholders must be made here, inside the export graph, not at import.
+        ignored = {name: tf1.placeholder(tf.int32, shape, name=name)
+                   for name, shape in (extra_inputs or {}).items()}
         if text is None:
-            inputs = {name: tf1.placeholder(tf.int32, [None, max_seq_length], name=name)
-                      for name in export_layout.SERVING_INPUTS}
-            return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+            features = {name: tf1.placeholder(tf.int32, [None, max_seq_length], name=name)
+                        for name in export_layout.SERVING_INPUTS}
+            return tf.estimator.export.ServingInputReceiver(features, dict(features, **ignored))
         texts = {name: tf1.placeholder(tf.string, [None], name=name) for name in text.inputs}
         from_text = text.features_fn(texts)
-        inputs = {name: tf1.placeholder_with_default(from_text[name], [None, max_seq_length],
-                                                     name=name)
-                  for name in export_layout.SERVING_INPUTS}
+        features = {name: tf1.placeholder_with_default(from_text[name],
+                                                       [None, max_seq_length], name=name)
+                    for name in export_layout.SERVING_INPUTS}
         batch = tf.shape(texts[text.inputs[0]])[0]
         tf.tile(tf.constant([list(text.labels)]), [batch, 1], name=_TEXT_LABELS)
         return tf.estimator.export.ServingInputReceiver(
-            inputs, inputs, receiver_tensors_alternatives={TEXT_SIGNATURE: texts})
+            features, dict(features, **ignored),
+            receiver_tensors_alternatives={TEXT_SIGNATURE: texts})
     return receiver_fn
 
 
 def export_for_serving(estimator, serving_dir, max_seq_length, extra_files,
-                       checkpoint_path=None, text=None):
+                       checkpoint_path=None, text=None, extra_inputs=None):
     """Writes serving_dir/<version>/ (saved_model.pb, variables/, assets.extra/).
 
     extra_files: name -> path of files copied into assets.extra/; text: a
     TextSignature, or None for the id inputs only. Returns the version directory.
     """
     path = estimator.export_saved_model(
-        serving_dir, serving_input_receiver_fn(max_seq_length, text),
+        serving_dir, serving_input_receiver_fn(max_seq_length, text, extra_inputs),
         assets_extra=extra_files, checkpoint_path=checkpoint_path)
     path = path.decode("utf-8") if isinstance(path, bytes) else path
     if text is not None:
@@ -97,11 +105,13 @@ def _name_text_signature(version_dir, num_labels):
 
 
 def export_model(estimator, output_dir, max_seq_length, vocab_file, serving_config,
-                 text=None, checkpoint_path=None):
+                 text=None, checkpoint_path=None, extra_inputs=None):
     """Exports output_dir/serving/<version>/ with the vocab and serving_config.json.
 
     serving_config: the settings dict a client reads (also kept in output_dir);
-    text: a TextSignature for the raw-text signature, or None.
+    text: a TextSignature for the raw-text signature, or None; checkpoint_path:
+    the checkpoint to export (None: the latest); extra_inputs: ignored int32
+    inputs of serving_default (name -> shape).
     """
     if text is not None:
         serving_config = dict(serving_config, text_signature=TEXT_SIGNATURE,
@@ -113,6 +123,6 @@ def export_model(estimator, output_dir, max_seq_length, vocab_file, serving_conf
         estimator, os.path.join(output_dir, export_layout.SERVING_DIR), max_seq_length,
         {export_layout.VOCAB_FILE: vocab_file,
          export_layout.SERVING_CONFIG_FILE: settings_path},
-        checkpoint_path=checkpoint_path, text=text)
+        checkpoint_path=checkpoint_path, text=text, extra_inputs=extra_inputs)
     console.info("exported SavedModel for TensorFlow Serving: %s", path)
     return path

@@ -19,6 +19,8 @@ import collections
 import functools
 import os
 
+import tensorflow as tf
+
 import console
 import distribution
 import export
@@ -54,6 +56,8 @@ class Task(object):
     int64_features = ()           # features kept int64 in prediction (e.g. large ids)
     predict_keys = None           # the predictions Estimator.predict computes (None: all)
     text_inputs = ()              # the export's raw-text signature's inputs (): none
+    extra_serving_inputs = {}     # name -> shape of int32 inputs the export accepts and
+    #                               ignores (requests of other clients; see export.py)
 
     def __init__(self, examples, label_list, head_settings=None):
         self.examples = dict(examples)
@@ -115,9 +119,12 @@ class Task(object):
         raise NotImplementedError
 
 
-Prepared = collections.namedtuple("Prepared", ["records", "plan", "model_fn"])
+Prepared = collections.namedtuple("Prepared", ["records", "plan", "model_fn",
+                                               "checkpoint_path"], defaults=(None,))
 """records: split -> (TFRecord path, number of records); plan:
-distribution.TrainingPlan; model_fn: the Estimator's."""
+distribution.TrainingPlan; model_fn: the Estimator's; checkpoint_path: what
+evaluation, prediction and export read (None: output_dir's latest checkpoint;
+else a fine-tuned --init_checkpoint, see run_setup.checkpoint_to_use)."""
 
 
 def run(task, options, model_inputs=None):
@@ -139,7 +146,8 @@ def run(task, options, model_inputs=None):
     if options.do_predict:
         write_predictions(estimator, task, options, prepared, "predict")
     if options.save_for_serving:
-        export_model(estimator, task, options, model_inputs.tokenizer)
+        export_model(estimator, task, options, model_inputs.tokenizer,
+                     prepared.checkpoint_path)
 
 
 def prepare(task, options, model_inputs, runtime):
@@ -151,8 +159,13 @@ def prepare(task, options, model_inputs, runtime):
     output_dir = options.output_dir
     run_setup.check_folder(output_dir, "output_dir")
     run_setup.check_folder(options.cache_dir, "cache_dir")
+    shapes = dict(modeling.bert_variable_shapes(model_inputs.bert_config),
+                  **task.head_variable_shapes(model_inputs.bert_config.hidden_size))
+    checkpoint_path = None
     if not options.do_train:
-        run_setup.require_trained_model(output_dir, "evaluation, prediction or export")
+        checkpoint_path = run_setup.checkpoint_to_use(
+            output_dir, model_inputs.init_checkpoint, shapes,
+            "evaluation, prediction or export")
     run_setup.check_saved_labels(output_dir, task.label_list)
     run_setup.check_head_settings(output_dir, task.head_settings)
     if options.bucket_by_length and not _trim(task, options):
@@ -163,8 +176,6 @@ def prepare(task, options, model_inputs, runtime):
     plan = distribution.plan_training(
         num_train, options.num_train_epochs, options.train_batch_size, len(runtime.devices),
         options.gradient_accumulation_steps, options.warmup_proportion)
-    shapes = dict(modeling.bert_variable_shapes(model_inputs.bert_config),
-                  **task.head_variable_shapes(model_inputs.bert_config.hidden_size))
     run_setup.check_resumable(output_dir, shapes, plan if options.do_train else None)
 
     # Nothing has been written so far; from here on output_dir is ours.
@@ -177,7 +188,7 @@ def prepare(task, options, model_inputs, runtime):
         precision=runtime.precision, inference_precision=runtime.inference_precision,
         optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
         log_every_n_steps=options.log_every_n_steps, output_dir=output_dir)
-    return Prepared(records, plan, model_fn)
+    return Prepared(records, plan, model_fn, checkpoint_path)
 
 
 def convert_examples(task, options, tokenizer):
@@ -264,11 +275,13 @@ def evaluate(estimator, task, options, prepared, num_replicas):
         progress = console.Progress("example", prepared.records["eval"][1])
         report.update(task.eval_report(estimator.evaluate(
             eval_input_fn(task, options, prepared, num_replicas),
-            hooks=[training.ProgressHook(progress, options.eval_batch_size * num_replicas)])))
+            hooks=[training.ProgressHook(progress, options.eval_batch_size * num_replicas)],
+            checkpoint_path=prepared.checkpoint_path)))
     if task.predicts_eval_split:
         report.update(task.report_from_predictions(
             write_predictions(estimator, task, options, prepared, "eval")))
-    report.setdefault("global_step", int(estimator.get_variable_value("global_step")))
+    report.setdefault("global_step", int(tf.train.load_checkpoint(
+        prepared.checkpoint_path or estimator.latest_checkpoint()).get_tensor("global_step")))
     fileio.write_results(report, options.output_dir, "eval_results")
     console.info("eval: %s", ", ".join("%s %.4f" % (key, report[key])
                                            for key in task.summary_keys if key in report))
@@ -280,7 +293,8 @@ def write_predictions(estimator, task, options, prepared, split):
     the task's prediction files; returns file name -> path."""
     predictions = _counted(estimator.predict(
         predict_input_fn(task, options, prepared, split),
-        predict_keys=task.predict_keys, yield_single_examples=True),
+        predict_keys=task.predict_keys, yield_single_examples=True,
+        checkpoint_path=prepared.checkpoint_path),
         console.Progress("example", prepared.records[split][1]))
     written = {}
     for name, lines in task.prediction_files(split, task.examples[split], predictions):
@@ -294,16 +308,18 @@ def write_predictions(estimator, task, options, prepared, split):
     return written
 
 
-def export_model(estimator, task, options, tokenizer):
+def export_model(estimator, task, options, tokenizer, checkpoint_path=None):
     """output_dir/serving/<version>/: serving_default on ids, and the raw-text
-    signature `text` when the task has text_inputs (see export.py)."""
+    signature `text` when the task has text_inputs (see export.py), from
+    `checkpoint_path` (None: output_dir's latest)."""
     text = None
     if task.text_inputs:
         text = export.TextSignature(task.text_inputs, task.label_list, functools.partial(
             task.text_features, vocab_tokens=list(tokenizer.vocab),
             do_lower_case=options.do_lower_case, max_seq_length=options.max_seq_length))
     return export.export_model(estimator, options.output_dir, options.max_seq_length,
-                               options.vocab_file, serving_config(task, options), text)
+                               options.vocab_file, serving_config(task, options), text,
+                               checkpoint_path, task.extra_serving_inputs)
 
 
 def _counted(items, progress):

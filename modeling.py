@@ -11,9 +11,19 @@ Precision: variables are always float32. The computation runs in
 is used, while softmax, layer normalisation and everything handed back to the
 caller (sequence and pooled outputs) stay float32, so losses are float32 too.
 
-The graph is a handful of pure functions (`embedding_layer`,
-`attention_layer`, `transformer_model`, `pooler`); `BertModel` is the thin
-object the original API exposed, holding their outputs.
+The graph is a handful of pure functions (`embedding_layer`, `self_attention`,
+`encoder_layers`, `pooler`); `BertModel` is the thin object the original API
+exposed, holding their outputs.
+
+Code written against Google's modeling.py keeps working: `gelu`,
+`get_activation`, `dropout`, `layer_norm`, `layer_norm_and_dropout`,
+`create_initializer`, `embedding_lookup`, `embedding_postprocessor`,
+`create_attention_mask_from_input_mask`, `attention_layer`,
+`transformer_model`, `get_shape_list`, `reshape_to_matrix`,
+`reshape_from_matrix`, `assert_rank` and `get_assignment_map_from_checkpoint`
+take Google's arguments and create Google's variables (float32, as there);
+they share their code with the graph above, so composing them as Google's
+BertModel did gives BertModel's variables and outputs.
 
 `hidden_act` names in a bert_config.json: "gelu" is the tanh approximation
 (what Google's code computes for "gelu"), "gelu_exact" the erf form (what
@@ -33,13 +43,21 @@ from errors import InputError
 
 tf1 = tf.compat.v1
 
+
+def gelu(x):
+    """Google's GELU, the tanh approximation:
+    x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))."""
+    return tf.nn.gelu(x, approximate=True)
+
+
+# hidden_act name -> function (None: no activation).
 _ACTIVATIONS = {
-    "gelu": lambda x: tf.nn.gelu(x, approximate=True),
-    "gelu_new": lambda x: tf.nn.gelu(x, approximate=True),
+    "gelu": gelu,
+    "gelu_new": gelu,
     "gelu_exact": lambda x: tf.nn.gelu(x, approximate=False),
     "relu": tf.nn.relu,
     "tanh": tf.tanh,
-    "linear": tf.identity,
+    "linear": None,
 }
 
 _COMPUTE_DTYPES = {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}
@@ -152,11 +170,21 @@ def get_compute_dtype(precision):
     return _COMPUTE_DTYPES[name]
 
 
-def get_activation(name):
-    """The activation function for a `hidden_act` name."""
+def get_activation(activation_string):
+    """The function for a `hidden_act` name, as Google's get_activation.
+
+    A value that is not a string (a function) is returned as it is; None, ""
+    and "linear" give None (no activation). Raises ValueError (an InputError)
+    for an unknown name.
+    """
+    if not isinstance(activation_string, str):
+        return activation_string
+    name = activation_string.lower()
+    if not name:
+        return None
     if name not in _ACTIVATIONS:
         raise InputError("unknown activation %r (expected one of %s)"
-                         % (name, ", ".join(sorted(_ACTIVATIONS))))
+                         % (activation_string, ", ".join(sorted(_ACTIVATIONS))))
     return _ACTIVATIONS[name]
 
 
@@ -182,11 +210,31 @@ def get_shape_list(tensor, expected_rank=None, name=None):
     return [dim if dim is not None else dynamic[i] for i, dim in enumerate(shape)]
 
 
-def dropout(x, rate):
-    """Dropout that is a no-op for rate 0 (so eval and inference graphs stay lean)."""
-    if rate is None or rate == 0.0:
-        return x
-    return tf.nn.dropout(x, rate=rate)
+def reshape_to_matrix(input_tensor):
+    """[..., width] -> [rows, width] (a rank-2 tensor is returned as it is)."""
+    ndims = input_tensor.shape.ndims
+    if ndims < 2:
+        raise ValueError("Input tensor must have at least rank 2. Shape = %s"
+                         % input_tensor.shape)
+    if ndims == 2:
+        return input_tensor
+    return tf.reshape(input_tensor, [-1, input_tensor.shape[-1]])
+
+
+def reshape_from_matrix(output_tensor, orig_shape_list):
+    """[rows, width] back to orig_shape_list[:-1] + [width]."""
+    if len(orig_shape_list) == 2:
+        return output_tensor
+    width = get_shape_list(output_tensor)[-1]
+    return tf.reshape(output_tensor, list(orig_shape_list[0:-1]) + [width])
+
+
+def dropout(input_tensor, dropout_prob):
+    """Dropout with drop probability `dropout_prob`; a no-op for None or 0 (so eval
+    and inference graphs stay lean)."""
+    if dropout_prob is None or dropout_prob == 0.0:
+        return input_tensor
+    return tf.nn.dropout(input_tensor, rate=dropout_prob)
 
 
 def dense(x, units, name, initializer_range=0.02, activation=None):
@@ -206,28 +254,90 @@ def dense(x, units, name, initializer_range=0.02, activation=None):
     return activation(y) if activation is not None else y
 
 
-def layer_norm(x, name="LayerNorm", epsilon=1e-12, output_dtype=None):
+def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
     """Layer normalisation over the last axis, computed in float32.
 
-    Variables `name/gamma`, `name/beta` [hidden] as in Google's checkpoints.
-    Returns `output_dtype` (default: the dtype of `x`).
+    Variables `<name>/gamma`, `<name>/beta` [hidden] (name None: "LayerNorm"),
+    as in Google's checkpoints. Returns `output_dtype` (default: the input's).
     """
-    output_dtype = output_dtype or x.dtype
-    hidden = x.shape[-1]
-    with tf1.variable_scope(name):
+    output_dtype = output_dtype or input_tensor.dtype
+    hidden = input_tensor.shape[-1]
+    with tf1.variable_scope(name or "LayerNorm"):
         beta = tf1.get_variable("beta", [hidden], dtype=tf.float32,
                                 initializer=tf1.zeros_initializer())
         gamma = tf1.get_variable("gamma", [hidden], dtype=tf.float32,
                                  initializer=tf1.ones_initializer())
-    x32 = tf.cast(x, tf.float32)
+    x32 = tf.cast(input_tensor, tf.float32)
     mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
     y = (x32 - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
     return tf.cast(y, output_dtype)
 
 
+def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
+    """layer_norm, then dropout."""
+    return dropout(layer_norm(input_tensor, name), dropout_prob)
+
+
+def embedding_lookup(input_ids, vocab_size, embedding_size=128, initializer_range=0.02,
+                     word_embedding_name="word_embeddings", use_one_hot_embeddings=False):
+    """Looks up word embeddings (Google's signature and variable).
+
+    Args:
+      input_ids: int [batch, seq], or [batch, seq, k] (the k embeddings of a
+        position are concatenated).
+    Returns:
+      (float32 [batch, seq, k * embedding_size], the table [vocab_size, embedding_size]).
+    """
+    table = tf1.get_variable(word_embedding_name, [vocab_size, embedding_size],
+                             initializer=create_initializer(initializer_range))
+    if input_ids.shape.ndims == 2:
+        input_ids = input_ids[:, :, tf.newaxis]
+    flat_ids = tf.reshape(input_ids, [-1])
+    if use_one_hot_embeddings:
+        looked_up = tf.matmul(tf.one_hot(flat_ids, depth=vocab_size), table)
+    else:
+        looked_up = tf.gather(table, flat_ids)
+    shape = get_shape_list(input_ids)
+    return tf.reshape(looked_up, shape[0:-1] + [shape[-1] * embedding_size]), table
+
+
+def embedding_postprocessor(input_tensor, use_token_type=False, token_type_ids=None,
+                            token_type_vocab_size=16,
+                            token_type_embedding_name="token_type_embeddings",
+                            use_position_embeddings=True,
+                            position_embedding_name="position_embeddings",
+                            initializer_range=0.02, max_position_embeddings=512,
+                            dropout_prob=0.1, output_dtype=None):
+    """Adds token-type and position embeddings, then layer norm and dropout (Google's
+    signature and variables; `output_dtype` is ours: the compute dtype of the result).
+
+    Args:
+      input_tensor: float32 [batch, seq, width] word embeddings.
+      token_type_ids: int [batch, seq], required with use_token_type.
+    """
+    batch_size, seq_length, width = get_shape_list(input_tensor, expected_rank=3)
+    del batch_size
+    init = create_initializer(initializer_range)
+    output = input_tensor
+    if use_token_type:
+        if token_type_ids is None:
+            raise ValueError("`token_type_ids` must be specified if `use_token_type` is True.")
+        type_table = tf1.get_variable(token_type_embedding_name, [token_type_vocab_size, width],
+                                      initializer=init)
+        output += tf.gather(type_table, token_type_ids)
+    if use_position_embeddings:
+        if isinstance(seq_length, int) and seq_length > max_position_embeddings:
+            raise InputError("sequence length %d exceeds the model's max_position_embeddings "
+                             "%d" % (seq_length, max_position_embeddings))
+        position_table = tf1.get_variable(position_embedding_name,
+                                          [max_position_embeddings, width], initializer=init)
+        output += tf.slice(position_table, [0, 0], [seq_length, -1])[tf.newaxis]
+    return dropout(layer_norm(output, output_dtype=output_dtype), dropout_prob)
+
+
 def embedding_layer(config, input_ids, token_type_ids, is_training,
                     use_one_hot_embeddings=False, compute_dtype=tf.float32):
-    """Word + token-type + position embeddings, layer-normalised.
+    """Word + token-type + position embeddings, layer-normalised (under embeddings/).
 
     Args:
       input_ids, token_type_ids: int [batch, seq].
@@ -235,74 +345,133 @@ def embedding_layer(config, input_ids, token_type_ids, is_training,
       (embeddings [batch, seq, hidden] in compute_dtype, word embedding table
       [vocab, hidden] float32).
     """
-    batch_size, seq_length = get_shape_list(input_ids, expected_rank=2, name="input_ids")
-    if isinstance(seq_length, int) and seq_length > config.max_position_embeddings:
-        raise InputError("sequence length %d exceeds the model's max_position_embeddings %d"
-                         % (seq_length, config.max_position_embeddings))
-    init = create_initializer(config.initializer_range)
     with tf1.variable_scope("embeddings"):
-        word_table = tf1.get_variable("word_embeddings",
-                                      [config.vocab_size, config.hidden_size], initializer=init)
-        if use_one_hot_embeddings:
-            one_hot = tf.one_hot(input_ids, depth=config.vocab_size)
-            words = tf.einsum("bsv,vh->bsh", one_hot, word_table)
-        else:
-            words = tf.gather(word_table, input_ids)
-        type_table = tf1.get_variable("token_type_embeddings",
-                                      [config.type_vocab_size, config.hidden_size],
-                                      initializer=init)
-        types = tf.gather(type_table, token_type_ids)
-        position_table = tf1.get_variable("position_embeddings",
-                                          [config.max_position_embeddings, config.hidden_size],
-                                          initializer=init)
-        positions = tf.slice(position_table, [0, 0], [seq_length, -1])
-        summed = words + types + positions[tf.newaxis]
-        output = layer_norm(summed, output_dtype=compute_dtype)
-        if is_training:
-            output = dropout(output, config.hidden_dropout_prob)
+        words, word_table = embedding_lookup(
+            input_ids, config.vocab_size, config.hidden_size, config.initializer_range,
+            "word_embeddings", use_one_hot_embeddings)
+        output = embedding_postprocessor(
+            words, True, token_type_ids, config.type_vocab_size, "token_type_embeddings",
+            True, "position_embeddings", config.initializer_range,
+            config.max_position_embeddings,
+            config.hidden_dropout_prob if is_training else 0.0, output_dtype=compute_dtype)
     return output, word_table
 
 
-def attention_mask_bias(input_mask):
-    """Additive float32 mask [batch, 1, 1, seq]: 0 where attended, -10000 where padded."""
-    mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+def create_attention_mask_from_input_mask(from_tensor, to_mask):
+    """float32 [batch, from_seq, to_seq]: 1 where a `from_tensor` position may attend
+    to a `to_mask` position (Google's signature).
+
+    Args:
+      from_tensor: [batch, from_seq] or [batch, from_seq, ...] (only its shape is used).
+      to_mask: int [batch, to_seq], 1 for real tokens.
+    """
+    batch_size, from_seq_length = get_shape_list(from_tensor, expected_rank=[2, 3])[:2]
+    to_seq_length = get_shape_list(to_mask, expected_rank=2)[1]
+    to_mask = tf.cast(tf.reshape(to_mask, [batch_size, 1, to_seq_length]), tf.float32)
+    return tf.ones([batch_size, from_seq_length, 1], tf.float32) * to_mask
+
+
+def attention_mask_bias(mask):
+    """Additive float32 mask: 0 where attended, -10000 where not.
+
+    mask: an input_mask [batch, to_seq] -> [batch, 1, 1, to_seq]; or a mask from
+    create_attention_mask_from_input_mask [batch, from_seq, to_seq] ->
+    [batch, 1, from_seq, to_seq]. None -> None (attend everywhere).
+    """
+    if mask is None:
+        return None
+    mask = tf.cast(mask, tf.float32)
+    mask = mask[:, tf.newaxis, tf.newaxis, :] if mask.shape.ndims == 2 else mask[:, tf.newaxis]
     return (1.0 - mask) * -10000.0
 
 
-def attention_layer(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
-                    initializer_range=0.02, attention_dropout=0.0):
-    """Multi-head self-attention (variables under query/, key/, value/).
+def _attention_heads(flat, name, batch_size, seq_length, num_heads, head_size,
+                     initializer_range, activation=None, scale=None):
+    """A dense projection of `flat` [batch * seq, in] split into heads:
+    [batch, heads, seq, head_size]."""
+    projected = dense(flat, num_heads * head_size, name, initializer_range, activation)
+    if scale is not None:
+        projected *= tf.cast(scale, projected.dtype)
+    split = tf.reshape(projected, [batch_size, seq_length, num_heads, head_size])
+    return tf.transpose(split, [0, 2, 1, 3])
+
+
+def _attend(query, key, value, mask_bias, dropout_prob):
+    """Scaled dot-product attention over heads: [batch, heads, seq, head] inputs (the
+    query already scaled) -> context [batch, from_seq, heads, head]."""
+    scores = tf.matmul(query, key, transpose_b=True)  # [batch, heads, from, to]
+    # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
+    scores = tf.cast(scores, tf.float32)
+    if mask_bias is not None:
+        scores += mask_bias
+    probs = dropout(tf.nn.softmax(scores), dropout_prob)
+    context = tf.matmul(tf.cast(probs, value.dtype), value)
+    return tf.transpose(context, [0, 2, 1, 3])
+
+
+def self_attention(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
+                   initializer_range=0.02, attention_dropout=0.0):
+    """Multi-head self-attention of the encoder (variables under query/, key/, value/).
 
     Args:
       flat_hidden: [batch * seq, hidden] in the compute dtype.
-      mask_bias: float32 [batch, 1, 1, seq] from `attention_mask_bias`.
+      mask_bias: float32 from `attention_mask_bias`, or None.
     Returns:
       Context [batch * seq, hidden] in the compute dtype, before the output projection.
     """
     width = flat_hidden.shape[-1]
     head_size = width // num_heads
-
-    def heads(name, scale=None):
-        projected = dense(flat_hidden, width, name, initializer_range)
-        if scale is not None:
-            projected *= tf.cast(scale, projected.dtype)
-        # [batch, seq, heads, head] -> [batch, heads, seq, head]
-        split = tf.reshape(projected, [batch_size, seq_length, num_heads, head_size])
-        return tf.transpose(split, [0, 2, 1, 3])
-
-    query = heads("query", 1.0 / math.sqrt(float(head_size)))
-    key = heads("key")
-    value = heads("value")
-    scores = tf.matmul(query, key, transpose_b=True)  # [batch, heads, seq, seq]
-    # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
-    probs = tf.nn.softmax(tf.cast(scores, tf.float32) + mask_bias)
-    probs = dropout(probs, attention_dropout)
-    context = tf.matmul(tf.cast(probs, flat_hidden.dtype), value)  # [batch, heads, seq, head]
-    context = tf.transpose(context, [0, 2, 1, 3])
-    return tf.reshape(context, [-1, width])
+    heads = [_attention_heads(flat_hidden, name, batch_size, seq_length, num_heads,
+                              head_size, initializer_range, scale=scale)
+             for name, scale in (("query", 1.0 / math.sqrt(float(head_size))),
+                                 ("key", None), ("value", None))]
+    return tf.reshape(_attend(*heads, mask_bias, attention_dropout), [-1, width])
 
 
-def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, config, is_training):
+def attention_layer(from_tensor, to_tensor, attention_mask=None, num_attention_heads=1,
+                    size_per_head=512, query_act=None, key_act=None, value_act=None,
+                    attention_probs_dropout_prob=0.0, initializer_range=0.02,
+                    do_return_2d_tensor=False, batch_size=None, from_seq_length=None,
+                    to_seq_length=None):
+    """Multi-head attention from `from_tensor` to `to_tensor`: Google's signature and
+    variables (query/, key/, value/), float32.
+
+    Args:
+      from_tensor, to_tensor: [batch, seq, width], or [batch * seq, width] with
+        batch_size, from_seq_length and to_seq_length given.
+      attention_mask: [batch, from_seq, to_seq], 1 where attention is allowed.
+    Returns:
+      [batch, from_seq, heads * size_per_head], or [batch * from_seq, ...] with
+      do_return_2d_tensor.
+    """
+    from_shape = get_shape_list(from_tensor, expected_rank=[2, 3])
+    to_shape = get_shape_list(to_tensor, expected_rank=[2, 3])
+    if len(from_shape) != len(to_shape):
+        raise ValueError("The rank of `from_tensor` must match the rank of `to_tensor`.")
+    if len(from_shape) == 3:
+        batch_size, from_seq_length, to_seq_length = from_shape[0], from_shape[1], to_shape[1]
+    elif batch_size is None or from_seq_length is None or to_seq_length is None:
+        raise ValueError("When passing in rank 2 tensors to attention_layer, the values for "
+                         "`batch_size`, `from_seq_length`, and `to_seq_length` must all be "
+                         "specified.")
+    from_2d, to_2d = reshape_to_matrix(from_tensor), reshape_to_matrix(to_tensor)
+    query = _attention_heads(from_2d, "query", batch_size, from_seq_length,
+                             num_attention_heads, size_per_head, initializer_range, query_act,
+                             scale=1.0 / math.sqrt(float(size_per_head)))
+    key, value = [_attention_heads(to_2d, name, batch_size, to_seq_length,
+                                   num_attention_heads, size_per_head, initializer_range, act)
+                  for name, act in (("key", key_act), ("value", value_act))]
+    context = _attend(query, key, value, attention_mask_bias(attention_mask),
+                      attention_probs_dropout_prob)
+    width = num_attention_heads * size_per_head
+    if do_return_2d_tensor:
+        return tf.reshape(context, [batch_size * from_seq_length, width])
+    return tf.reshape(context, [batch_size, from_seq_length, width])
+
+
+def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attention_heads,
+                      intermediate_size, intermediate_act_fn, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0, initializer_range=0.02):
     """One encoder block: attention, add & norm, feed-forward, add & norm.
 
     Args:
@@ -310,46 +479,69 @@ def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, config, is
     Returns:
       [batch * seq, hidden] in the compute dtype.
     """
-    hidden_dropout = config.hidden_dropout_prob if is_training else 0.0
-    attention_dropout = config.attention_probs_dropout_prob if is_training else 0.0
+    hidden_size = flat_hidden.shape[-1]
     with tf1.variable_scope("attention"):
         with tf1.variable_scope("self"):
-            context = attention_layer(flat_hidden, mask_bias, batch_size, seq_length,
-                                      config.num_attention_heads, config.initializer_range,
-                                      attention_dropout)
+            context = self_attention(flat_hidden, mask_bias, batch_size, seq_length,
+                                     num_attention_heads, initializer_range,
+                                     attention_probs_dropout_prob)
         with tf1.variable_scope("output"):
-            projected = dense(context, config.hidden_size, "dense", config.initializer_range)
-            attention_output = layer_norm(dropout(projected, hidden_dropout) + flat_hidden)
+            projected = dense(context, hidden_size, "dense", initializer_range)
+            attention_output = layer_norm(dropout(projected, hidden_dropout_prob) + flat_hidden)
     with tf1.variable_scope("intermediate"):
-        intermediate = dense(attention_output, config.intermediate_size, "dense",
-                             config.initializer_range, get_activation(config.hidden_act))
+        intermediate = dense(attention_output, intermediate_size, "dense", initializer_range,
+                             intermediate_act_fn)
     with tf1.variable_scope("output"):
-        projected = dense(intermediate, config.hidden_size, "dense", config.initializer_range)
-        return layer_norm(dropout(projected, hidden_dropout) + attention_output)
+        projected = dense(intermediate, hidden_size, "dense", initializer_range)
+        return layer_norm(dropout(projected, hidden_dropout_prob) + attention_output)
 
 
-def transformer_model(embeddings, input_mask, config, is_training):
-    """The encoder stack (variables under encoder/layer_N/).
+def encoder_layers(input_tensor, mask_bias, num_hidden_layers, **layer_settings):
+    """The encoder stack (variables under layer_N/): a list of num_hidden_layers
+    tensors [batch, seq, hidden] in the dtype of `input_tensor` [batch, seq, hidden].
 
-    Args:
-      embeddings: [batch, seq, hidden] in the compute dtype.
-      input_mask: int [batch, seq], 1 for real tokens.
-    Returns:
-      A list of num_hidden_layers tensors [batch, seq, hidden] in the compute dtype.
+    layer_settings: transformer_layer's keyword arguments after seq_length.
     """
-    batch_size, seq_length, width = get_shape_list(embeddings, expected_rank=3)
-    mask_bias = attention_mask_bias(input_mask)
+    batch_size, seq_length, width = get_shape_list(input_tensor, expected_rank=3)
     # The residual stream stays 2-D between layers: every dense layer is then a
     # plain matmul, with no reshape around it.
-    flat_hidden = tf.reshape(embeddings, [-1, width])
+    flat_hidden = tf.reshape(input_tensor, [-1, width])
     layer_outputs = []
-    with tf1.variable_scope("encoder"):
-        for index in range(config.num_hidden_layers):
-            with tf1.variable_scope("layer_%d" % index):
-                flat_hidden = transformer_layer(flat_hidden, mask_bias, batch_size,
-                                                seq_length, config, is_training)
-                layer_outputs.append(tf.reshape(flat_hidden, [batch_size, seq_length, width]))
+    for index in range(num_hidden_layers):
+        with tf1.variable_scope("layer_%d" % index):
+            flat_hidden = transformer_layer(flat_hidden, mask_bias, batch_size, seq_length,
+                                            **layer_settings)
+            layer_outputs.append(tf.reshape(flat_hidden, [batch_size, seq_length, width]))
     return layer_outputs
+
+
+def transformer_model(input_tensor, attention_mask=None, hidden_size=768,
+                      num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                      intermediate_act_fn=gelu, hidden_dropout_prob=0.1,
+                      attention_probs_dropout_prob=0.1, initializer_range=0.02,
+                      do_return_all_layers=False):
+    """Google's transformer_model: the encoder stack (variables layer_N/...), float32.
+
+    Args:
+      input_tensor: [batch, seq, hidden_size].
+      attention_mask: [batch, seq, seq] (create_attention_mask_from_input_mask), or None.
+    Returns:
+      The last layer [batch, seq, hidden_size], or the list of every layer's output.
+    """
+    if hidden_size % num_attention_heads != 0:
+        raise ValueError("The hidden size (%d) is not a multiple of the number of attention "
+                         "heads (%d)" % (hidden_size, num_attention_heads))
+    width = get_shape_list(input_tensor, expected_rank=3)[2]
+    if width != hidden_size:
+        raise ValueError("The width of the input tensor (%d) != hidden size (%d)"
+                         % (width, hidden_size))
+    layers = encoder_layers(
+        input_tensor, attention_mask_bias(attention_mask), num_hidden_layers,
+        num_attention_heads=num_attention_heads, intermediate_size=intermediate_size,
+        intermediate_act_fn=intermediate_act_fn, hidden_dropout_prob=hidden_dropout_prob,
+        attention_probs_dropout_prob=attention_probs_dropout_prob,
+        initializer_range=initializer_range)
+    return layers if do_return_all_layers else layers[-1]
 
 
 # How a sentence (pair) becomes one vector for a classification head:
@@ -410,7 +602,16 @@ class BertModel(object):
             embeddings, self._embedding_table = embedding_layer(
                 config, input_ids, token_type_ids, is_training,
                 use_one_hot_embeddings, compute_dtype)
-            layers = transformer_model(embeddings, input_mask, config, is_training)
+            with tf1.variable_scope("encoder"):
+                layers = encoder_layers(
+                    embeddings, attention_mask_bias(input_mask), config.num_hidden_layers,
+                    num_attention_heads=config.num_attention_heads,
+                    intermediate_size=config.intermediate_size,
+                    intermediate_act_fn=get_activation(config.hidden_act),
+                    hidden_dropout_prob=config.hidden_dropout_prob if is_training else 0.0,
+                    attention_probs_dropout_prob=(config.attention_probs_dropout_prob
+                                                  if is_training else 0.0),
+                    initializer_range=config.initializer_range)
             pooled = pooler(layers[-1], config)
         self._embedding_output = tf.cast(embeddings, tf.float32)
         self._all_encoder_layers = [tf.cast(layer, tf.float32) for layer in layers]

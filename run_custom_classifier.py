@@ -28,6 +28,12 @@ flags.DEFINE_string("task_name", None, "Task: %s." % ", ".join(sorted(classifier
 flags.DEFINE_string("processor_module", None,
                     "Python module to import first (it registers your own DataProcessor "
                     "with classifier_data.register_processor).")
+flags.DEFINE_enum("serving_compat", None, sorted(classifier.SERVING_COMPAT),
+                  "With --save_for_serving: a serving_default signature for another "
+                  "project's clients. bert_multi_gpu: the multi-GPU fork's request body "
+                  "(input_ids, input_mask, segment_ids and label_ids, ignored) answered "
+                  "with the probabilities alone. Default: this toolkit's signature.",
+                  case_sensitive=False)
 flags.DEFINE_float("multi_label_threshold", 0.5,
                    "Multi-label: a label is predicted when its probability reaches this.")
 # The custom task's options; None means "the processor's default".
@@ -35,7 +41,7 @@ _CUSTOM_OPTIONS = {
     "text_a_column": "Column (header name or 0-based index; JSON key) of the text.",
     "text_b_column": "Column of the second text of a sentence pair (optional).",
     "label_column": "Column of the label(s).",
-    "id_column": "Column of an example id, copied to test_results.tsv (optional).",
+    "id_column": "Column of an example id, copied to test_predictions.tsv (optional).",
     "train_file": "Training file in data_dir (default train.<format>).",
     "dev_file": "Dev file in data_dir (default dev.<format>).",
     "test_file": "Test file in data_dir (default test.<format>).",
@@ -99,7 +105,7 @@ def main(_):
         read_examples(processor, label_list, options), label_list,
         multi_label=processor.is_multi_label, threshold=FLAGS.multi_label_threshold,
         pooling=FLAGS.pooling, label_separator=FLAGS.label_separator or "|",
-        task_name=FLAGS.task_name)
+        task_name=FLAGS.task_name, serving_compat=FLAGS.serving_compat)
     fine_tuning.run(task, options)
 
 

@@ -117,6 +117,33 @@ def require_trained_model(output_dir, what):
                          "or point --output_dir at a trained model)" % (output_dir, what))
 
 
+def checkpoint_to_use(output_dir, init_checkpoint, expected_shapes, what):
+    """The checkpoint a run without training evaluates, predicts or exports.
+
+    None means output_dir's latest checkpoint (the usual case). When output_dir
+    has none, Google's recipe applies: an --init_checkpoint that holds the whole
+    fine-tuned model (every variable of `expected_shapes`, the task head
+    included, and global_step) is used as it is, and said so in one log line.
+    Otherwise (e.g. a pre-trained BERT without the head): InputError.
+    """
+    if latest_checkpoint(output_dir) is not None:
+        return None
+    if init_checkpoint:
+        stored = dict(tf.train.list_variables(init_checkpoint))
+        if "global_step" in stored and all(name in stored for name in expected_shapes):
+            for name, shape in expected_shapes.items():
+                if list(stored[name]) != list(shape):
+                    raise InputError("--init_checkpoint=%s: its %s has shape %s but this "
+                                     "task needs %s (a model of another label set?)"
+                                     % (init_checkpoint, name, list(stored[name]),
+                                        list(shape)))
+            console.info("--output_dir=%s has no checkpoint: using the fine-tuned model in "
+                         "--init_checkpoint=%s (it holds the task head) for %s",
+                         output_dir, init_checkpoint, what)
+            return init_checkpoint
+    require_trained_model(output_dir, what)
+
+
 def check_resumable(output_dir, expected_shapes, plan=None):
     """InputError unless the checkpoint in output_dir (if any) belongs to this run.
 

@@ -95,3 +95,27 @@ def multi_label_report(counts, label_names):
     for index, name in enumerate(label_names):
         report["f1[%s]" % name] = float(f1[index])
     return report
+
+
+# eval_results keys of the original scripts -> the key of ours whose value they hold:
+# Google's run_classifier.py wrote eval_accuracy, eval_loss, global_step and loss;
+# the multi-GPU fork added eval_precision, eval_recall and eval_f1score.
+ORIGINAL_KEYS = {"eval_accuracy": "accuracy", "loss": "eval_loss",
+                 "eval_precision": "precision", "eval_recall": "recall",
+                 "eval_f1score": "f1"}
+
+
+def add_original_keys(report, prefix=""):
+    """Adds to `report` the keys the original scripts wrote (ORIGINAL_KEYS), as copies
+    of its own values, so scripts that parse their eval_results.txt keep working.
+
+    prefix: where the fork's precision/recall/F1 come from: "" (binary scores of
+    two labels), "macro_", "micro_" or "entity_". Keys whose source is missing
+    are left out.
+    """
+    for original, ours in ORIGINAL_KEYS.items():
+        if original.startswith("eval_") and ours in ("precision", "recall", "f1"):
+            ours = prefix + ours
+        if ours in report:
+            report[original] = report[ours]
+    return report

@@ -52,7 +52,7 @@ def make_parser():
 
 def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
                               initializer_range=0.02, attention_dropout=0.0):
-    """modeling.attention_layer with one matmul for Q, K and V (a candidate, measured).
+    """modeling.self_attention with one matmul for Q, K and V (a candidate, measured).
 
     The variables stay separate (Google's names and shapes) and are
     concatenated in the graph; the 1/sqrt(head_size) scale is folded into the
@@ -98,9 +98,9 @@ def build(variant, config, features, mode):
     import optimization
     tf1 = tf.compat.v1
     precision = "bf16" if variant == "bf16" else "fp32"
-    original = modeling.attention_layer
+    original = modeling.self_attention
     if variant == "fused-qkv":
-        modeling.attention_layer = fused_qkv_attention_layer
+        modeling.self_attention = fused_qkv_attention_layer
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -126,7 +126,7 @@ def build(variant, config, features, mode):
                 fetch = optimization.create_train_op(head.loss, 5e-5, 10 ** 6, 10,
                                                      precision=precision).train_op
     finally:
-        modeling.attention_layer = original
+        modeling.self_attention = original
     session_config = tf1.ConfigProto()
     if variant == "bf16-rewrite":
         session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1

@@ -46,5 +46,5 @@ grep -E "^(training plan|step [0-9]+/)" "$OUTPUT_DIR.log" | sed -n '1p;$p'
 echo "== evaluation on the held-out 20% ($OUTPUT_DIR/eval_results.txt)"
 grep -E "^(accuracy|f1|matthews_corrcoef|eval_loss|num_examples) " "$OUTPUT_DIR/eval_results.txt"
 echo "== predictions for raw sentences (label 1 = positive, -1 = negative)"
-paste <(tail -n +2 "$DATA_DIR/test.csv") <(tail -n +2 "$OUTPUT_DIR/test_results.tsv" | cut -f2-)
+paste <(tail -n +2 "$DATA_DIR/test.csv") <(tail -n +2 "$OUTPUT_DIR/test_predictions.tsv" | cut -f2-)
 echo "== SavedModel for TensorFlow Serving: $(ls -d "$OUTPUT_DIR"/serving/*/ | tail -n 1)"

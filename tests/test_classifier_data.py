@@ -225,12 +225,23 @@ def test_glue_label_outside_the_task(tmp_path):
     assert "'2'" in message and "'0', '1'" in message
 
 
-def test_glue_header_name_missing_is_an_error(tmp_path):
-    path = write(tmp_path, "train.tsv", tsv(["index", "question", "sentence", "label"],
-                                            ["0", "A.", "B.", "entailment"]))
+def test_glue_headers_that_differ_fall_back_to_googles_positions(tmp_path):
+    # Google's readers skip the header and read by position; so do we when a
+    # header lacks the names (here: QNLI's header on RTE files, renamed CoLA/QQP).
+    write(tmp_path, "train.tsv", tsv(["index", "question", "sentence", "label"],
+                                     ["0", "A.", "B.", "entailment"]))
+    (example,) = cd.get_processor("rte").get_train_examples(str(tmp_path))
+    assert (example.text_a, example.text_b, example.label) == ("A.", "B.", "entailment")
+    write(tmp_path, "test.tsv", tsv(["id", "text"], ["0", "Colourless ideas."]))
+    (example,) = cd.get_processor("cola").get_test_examples(str(tmp_path))
+    assert example.text_a == "Colourless ideas."
+    write(tmp_path, "test.tsv", tsv(["id", "q1", "q2"], ["0", "How?", "Why?"]))
+    (example,) = cd.get_processor("QQP").get_test_examples(str(tmp_path))
+    assert (example.text_a, example.text_b) == ("How?", "Why?")
+    # A position beyond the rows is still one line naming the file.
+    path = write(tmp_path, "train.tsv", tsv(["a", "b"], ["x", "y"]))
     message = input_error(cd.get_processor("rte").get_train_examples, str(tmp_path))
-    assert message.startswith(path + ":1: ")
-    assert "'sentence1'" in message and "'question'" in message
+    assert message.startswith(path + ":1: ") and "out of range" in message
 
 
 def test_glue_wrong_field_count(tmp_path):

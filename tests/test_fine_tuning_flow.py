@@ -60,7 +60,7 @@ def test_run_trains_evaluates_predicts_and_exports(trained):
         report = json.load(f)
     assert report["global_step"] == 32 and report["num_examples"] == 24
     assert report["accuracy"] > 0.7
-    with open(os.path.join(out, "test_results.tsv")) as f:
+    with open(os.path.join(out, "test_predictions.tsv")) as f:
         rows = list(csv.reader(f, delimiter="\t"))
     assert rows[0] == ["id", "prediction", "probability[0]", "probability[1]"]
     assert len(rows) == 1 + len(examples["predict"])

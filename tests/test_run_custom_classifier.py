@@ -81,7 +81,7 @@ def test_exported_saved_model_matches_estimator_predict(tiny_task):
     run_classifier(*tiny_args(model, data_dir, output_dir, "--do_train", "--do_predict",
                               "--save_for_serving", "--num_train_epochs=1",
                               "--train_batch_size=8", "--bucket_by_length"))
-    with open(os.path.join(output_dir, "test_results.tsv")) as f:
+    with open(os.path.join(output_dir, "test_predictions.tsv")) as f:
         rows = list(csv.reader(f, delimiter="\t"))
     assert rows[0] == ["id", "prediction", "probability[0]", "probability[1]"]
     estimator_probabilities = np.array([[float(p) for p in row[2:]] for row in rows[1:]])
@@ -134,7 +134,7 @@ def test_multi_label_jsonl_trains_and_reports_micro_f1(tmp_path):
         report = json.load(f)
     assert set(report) >= {"micro_f1", "macro_f1", "f1[music]", "f1[praise]", "eval_loss"}
     assert report["micro_f1"] > 0.5
-    with open(os.path.join(output_dir, "test_results.tsv")) as f:
+    with open(os.path.join(output_dir, "test_predictions.tsv")) as f:
         header = f.readline().rstrip("\n").split("\t")
         assert header == ["id", "prediction", "probability[music]", "probability[praise]"]
         assert len(f.readlines()) == 4

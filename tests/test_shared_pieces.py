@@ -82,6 +82,18 @@ def test_plan_counts_optimizer_steps_from_the_global_batch():
         distribution.describe_plan(accumulated)
 
 
+def test_one_device_plan_is_googles_arithmetic_and_several_round_up():
+    # Google: int(num_examples / train_batch_size * num_train_epochs), warmup
+    # int(steps * proportion); MRPC's 3,668 examples at batch 32 for 3 epochs.
+    one = distribution.plan_training(3668, 3.0, 32, 1, 1, 0.1)
+    assert (one.num_train_steps, one.num_warmup_steps) == (343, 34)
+    assert distribution.plan_training(10, 1.0, 4, 1, 1, 0.1).num_train_steps == 2
+    assert distribution.plan_training(10, 1.0, 32, 1, 1, 0.1).num_train_steps == 1  # not 0
+    # The same global batch of 4 from two replicas sees the last partial batch.
+    assert distribution.plan_training(10, 1.0, 2, 2, 1, 0.1).num_train_steps == 3
+    assert distribution.plan_training(10, 1.0, 2, 1, 2, 0.1).num_train_steps == 3
+
+
 def test_devices_and_their_errors():
     assert distribution.replica_devices(False, 1, 2) == ["/cpu:0", "/cpu:1"]
     with pytest.raises(InputError, match="--num_gpu_cores=2 but 0 GPU"):

@@ -38,17 +38,20 @@ POSITIVE_WORDS = ("good", "great", "fine")
 NEGATIVE_WORDS = ("bad", "awful", "dull")
 
 
-def write_tiny_model(directory, with_classifier_labels=None, **config_overrides):
+def write_tiny_model(directory, with_classifier_labels=None, vocab_size=None,
+                     **config_overrides):
     """Writes bert_config.json, vocab.txt and a random bert_model.ckpt to `directory`.
 
     With `with_classifier_labels=N` the checkpoint also holds a classifier head
     (output_weights [N, hidden], output_bias [N]), so runs that start from it
-    begin from identical weights whatever the device layout.
+    begin from identical weights whatever the device layout. `vocab_size` pads
+    the vocab with [unused<i>] tokens (30522: ids of real BERT requests fit).
     Returns dict(bert_config_file, vocab_file, init_checkpoint).
     """
     import os
     os.makedirs(directory, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS + ["##s"]
+    vocab += ["[unused%d]" % i for i in range((vocab_size or 0) - len(vocab))]
     vocab_file = os.path.join(directory, "vocab.txt")
     with open(vocab_file, "w") as f:
         f.write("\n".join(vocab) + "\n")
