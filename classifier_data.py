@@ -8,8 +8,9 @@ Tasks
 -----
 Unless noted, files are tab-separated with a header line and are read with
 quoting disabled (a `"` is an ordinary character), as GLUE expects. Columns of
-files with a header are found by their header name. Rows of test files carry
-no label: their examples have ``label=None``.
+files with a header are found by their header name, or at the position Google's
+readers use when the header lacks the name. Rows of test files carry no
+label: their examples have ``label=None``.
 
 ========  ==================================================================
 cola      train.tsv, dev.tsv without header: source, label, original
@@ -799,8 +800,20 @@ class CustomProcessor(DataProcessor):
             if data_dir is None:
                 raise errors.InputError("the custom task needs --labels, or a training "
                                         "file to infer them from")
-            self.get_train_examples(data_dir)
+            try:
+                self.get_train_examples(data_dir)
+            except errors.InputError as e:
+                if self._has_training_file(data_dir):
+                    raise  # a bad training file: its own message
+                raise errors.InputError("%s (without a training file, give --labels: a "
+                                        "fine-tuned model's, in its order)" % e)
         return self._inferred_labels, "found in %s" % self._inferred_from
+
+    def _has_training_file(self, data_dir):
+        try:
+            return os.path.isfile(self._path(data_dir, "train"))
+        except errors.InputError:  # none of train.<tsv, csv, jsonl>, or several
+            return False
 
     def _labels_of(self, examples):
         found = set()

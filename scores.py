@@ -100,22 +100,18 @@ def multi_label_report(counts, label_names):
 # eval_results keys of the original scripts -> the key of ours whose value they hold:
 # Google's run_classifier.py wrote eval_accuracy, eval_loss, global_step and loss;
 # the multi-GPU fork added eval_precision, eval_recall and eval_f1score.
-ORIGINAL_KEYS = {"eval_accuracy": "accuracy", "loss": "eval_loss",
-                 "eval_precision": "precision", "eval_recall": "recall",
-                 "eval_f1score": "f1"}
+GOOGLE_KEYS = {"eval_accuracy": "accuracy", "loss": "eval_loss"}
+FORK_KEYS = {"eval_precision": "precision", "eval_recall": "recall", "eval_f1score": "f1"}
 
 
 def add_original_keys(report, prefix=""):
-    """Adds to `report` the keys the original scripts wrote (ORIGINAL_KEYS), as copies
-    of its own values, so scripts that parse their eval_results.txt keep working.
+    """Adds to `report` the keys the original scripts wrote, as copies of its own
+    values, so scripts that parse their eval_results.txt keep working.
 
     prefix: where the fork's precision/recall/F1 come from: "" (binary scores of
     two labels), "macro_", "micro_" or "entity_". Keys whose source is missing
     are left out.
     """
-    for original, ours in ORIGINAL_KEYS.items():
-        if original.startswith("eval_") and ours in ("precision", "recall", "f1"):
-            ours = prefix + ours
-        if ours in report:
-            report[original] = report[ours]
+    sources = dict(GOOGLE_KEYS, **{key: prefix + ours for key, ours in FORK_KEYS.items()})
+    report.update({key: report[ours] for key, ours in sources.items() if ours in report})
     return report

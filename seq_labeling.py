@@ -95,7 +95,8 @@ def eval_report(results, label_list, task_name):
         report = {"accuracy": report["accuracy"], "num_words": report["num_words"]}
     report["eval_loss"] = float(results["eval_loss"])
     report["global_step"] = int(results["global_step"])
-    return report
+    # ner's eval_precision/recall/f1score are the entity scores (report_from_predictions).
+    return scores.add_original_keys(report, "macro_")
 
 
 class SeqLabelingTask(fine_tuning.Task):
@@ -104,14 +105,17 @@ class SeqLabelingTask(fine_tuning.Task):
     examples: split -> [seq_labeling_data.Sentence]; window_stride: sub-tokens
     between the starts of a long sentence's windows. For ner the eval split
     is also predicted: entity scores need whole sentences (dev_results.txt).
+    label_lines: also write the fork's prediction file (a line of labels per
+    test sentence).
     """
 
     summary_keys = ("entity_f1", "accuracy", "macro_f1", "eval_loss")
 
-    def __init__(self, examples, label_list, task_name, window_stride):
+    def __init__(self, examples, label_list, task_name, window_stride, label_lines=False):
         super().__init__(examples, label_list)
         self.task_name = task_name
         self.window_stride = window_stride
+        self.label_lines = label_lines
         self.name = "token_classification-" + task_name
         self.predicts_eval_split = task_name == "ner"
 
@@ -133,11 +137,11 @@ class SeqLabelingTask(fine_tuning.Task):
 
     def prediction_files(self, split, examples, predictions):
         return data.prediction_files(split, examples, predictions, self.label_list,
-                                     self.task_name)
+                                     self.task_name, self.label_lines)
 
     def report_from_predictions(self, written):
-        return data.score_predictions_file(written[data.EVAL_RESULTS_FILE],
-                                           data.entity_types(self.label_list))
+        return scores.add_original_keys(data.score_predictions_file(
+            written[data.EVAL_RESULTS_FILE], data.entity_types(self.label_list)), "entity_")
 
     def serving_config(self):
         return data.serving_config(self.task_name, self.window_stride)

@@ -15,6 +15,18 @@ separated by tabs or by spaces (one or the other throughout a file), a blank
 line between sentences, `-DOCSTART-` lines skipped. Test files may have the
 token column only.
 
+The multi-GPU fork's tasks
+--------------------------
+PUNCT, NAMED_ENTITY and NORM (task names are case-insensitive) read the fork's
+layout, train.tsv, dev.tsv and test.tsv with one sentence a line: its words
+separated by spaces, a tab, then one label per word separated by spaces
+(test files: the words only). named_entity runs as ner (BIO tags, entity
+scores) and norm as pos (any tag set); punct reads this layout from .tsv
+files and plain text from .txt files. Without --labels, punct and
+named_entity take the default labels of FORK_DEFAULT_LABELS, norm the
+training file's. Prediction adds the fork's file, test_results.tsv: a line
+of space-separated labels per test sentence.
+
 Alignment
 ---------
 Each word is WordPiece-tokenized on its own, so sub-tokens never straddle two
@@ -62,7 +74,12 @@ import errors
 import fileio
 import scores
 
-TASK_NAMES = ("ner", "pos", "punct")
+TASK_NAMES = ("ner", "pos", "punct", "named_entity", "norm")
+
+# The multi-GPU fork's task names -> the task each runs as here.
+FORK_TASKS = {"named_entity": "ner", "norm": "pos"}
+# The fork's prediction file: one line of space-separated labels per test sentence.
+FORK_RESULTS_FILE = "test_results.tsv"
 
 # Punctuation restoration labels, and the marks each one stands for. After the
 # IWSLT convention: "!" and ";" end a clause like a period, ":" pauses like a
@@ -72,6 +89,13 @@ _MARK_LABELS = {",": "COMMA", ":": "COMMA", ".": "PERIOD", "!": "PERIOD", ";": "
                 "\u2026": "PERIOD", "?": "QUESTION"}
 _LABEL_MARKS = {"COMMA": ",", "PERIOD": ".", "QUESTION": "?"}
 _LABEL_STRENGTH = {label: rank for rank, label in enumerate(PUNCT_LABELS)}
+# Label lists used when --labels is not given, for the fork's tasks that had
+# fixed ones: punctuation as above, entities as CoNLL-2003 tags them (BIO).
+FORK_DEFAULT_LABELS = {
+    "punct": PUNCT_LABELS,
+    "named_entity": ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC",
+                     "B-MISC", "I-MISC"),
+}
 # What else is stripped from the edges of a word: quotes and brackets.
 _LEADING_STRIP = "\"'([{\u00ab\u201c\u2018\u00bf\u00a1"
 _TRAILING_STRIP = "\"')]}\u00bb\u201d\u2019" + "".join(_MARK_LABELS)
@@ -276,8 +300,63 @@ def read_punctuated_text(path, split, labelled, encoding="utf-8"):
     return sentences
 
 
+def read_sentence_lines(path, split, labelled, encoding="utf-8"):
+    """The sentences of a file in the multi-GPU fork's layout (see the module doc).
+
+    Raises errors.InputError naming the file and line: a labelled line without
+    its tab and labels, with more than one tab, or with another number of
+    labels than words; bad bytes; a file without a sentence.
+    """
+    sentences = []
+    for line_number, text in fileio.decoded_lines(path, encoding):
+        text = text.rstrip("\r\n")
+        if not text.strip():
+            continue
+        fields = text.split("\t")
+        words = tuple(fields[0].split())
+        if not words:
+            raise errors.input_error(path, line_number, "no words before the tab")
+        labels = None
+        if labelled:
+            if len(fields) != 2:
+                raise errors.input_error(path, line_number, "expected the words, a tab, then "
+                                         "one label per word; got %d tabs" % (len(fields) - 1))
+            labels = tuple(fields[1].split())
+            if len(labels) != len(words):
+                raise errors.input_error(path, line_number, "%d words but %d labels"
+                                         % (len(words), len(labels)))
+        sentences.append(Sentence(
+            guid="%s-%d" % (split, len(sentences)), words=words, labels=labels,
+            columns=tuple(zip(words, labels)) if labels else tuple((w,) for w in words),
+            line_numbers=(line_number,) * len(words), delimiter="\t"))
+    if not sentences:
+        raise errors.input_error(path, None, "no sentences: the file has no words")
+    return sentences
+
+
+def task_kind(task_name):
+    """The task a name runs as: ner, pos or punct (the fork's names map onto them)."""
+    return FORK_TASKS.get(task_name, task_name)
+
+
+def is_sentence_lines(task_name, path):
+    """Whether `path` of `task_name` is in the fork's one-sentence-a-line layout."""
+    return task_name in FORK_TASKS or (task_name == "punct" and path.endswith(".tsv"))
+
+
+def default_split_path(data_dir, task_name, stem):
+    """data_dir/<stem>.txt or <stem>.tsv, whichever exists (the fork's tasks look for
+    .tsv first); the first choice if neither does."""
+    extensions = (".tsv", ".txt") if task_name in FORK_TASKS else (".txt", ".tsv")
+    paths = [os.path.join(data_dir, stem + extension) for extension in extensions]
+    return next((path for path in paths if os.path.exists(path)), paths[0])
+
+
 def read_split(path, task_name, split, labelled, encoding="utf-8"):
-    """The sentences of one file of `task_name` (plain text for punct, else CoNLL)."""
+    """The sentences of one file of `task_name`: the fork's layout (is_sentence_lines),
+    plain text for punct, else CoNLL."""
+    if is_sentence_lines(task_name, path):
+        return read_sentence_lines(path, split, labelled, encoding)
     if task_name == "punct":
         return read_punctuated_text(path, split, labelled, encoding)
     return read_conll(path, split, labelled, encoding)
@@ -647,15 +726,19 @@ def conll_lines(sentences, predicted):
         yield ""
 
 
-def prediction_files(split, sentences, predictions, label_list, task_name):
+def prediction_files(split, sentences, predictions, label_list, task_name,
+                     label_lines=False):
     """[(file name, lines)] of one split's predictions: every word's line with the
     predicted label appended (test_results.txt, or dev_results.txt for the eval
-    split: conlleval's input), and for punct's test split test_restored.txt
-    (one line of restored text per input line)."""
+    split: conlleval's input), for punct's test split test_restored.txt (one
+    line of restored text per input line), and with `label_lines` the fork's
+    FORK_RESULTS_FILE (a line of labels per test sentence)."""
     predicted = merged_labels(sentences, predictions, label_list)
     if split == "eval":
         return [(EVAL_RESULTS_FILE, list(conll_lines(sentences, predicted)))]
     files = [("test_results.txt", list(conll_lines(sentences, predicted)))]
+    if label_lines:
+        files.append((FORK_RESULTS_FILE, [" ".join(labels) for labels in predicted]))
     if task_name == "punct":
         files.append(("test_restored.txt", [restore_text(sentence.words, labels)
                                             for sentence, labels in zip(sentences, predicted)]))
