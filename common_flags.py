@@ -18,7 +18,7 @@ from absl import app, flags
 
 import console
 import run_options
-from errors import InputError, fail
+from errors import InputError, Stopped, fail
 
 FLAGS = flags.FLAGS
 
@@ -203,4 +203,7 @@ def run_script(main):
             main(FLAGS)
         except InputError as e:
             fail(e)
+        except Stopped as e:
+            sys.stderr.write("stopped: %s\n" % e)
+            sys.exit(e.exit_code)
     app.run(guarded_main, flags_parser=_parse_flags)

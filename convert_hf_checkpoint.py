@@ -45,6 +45,7 @@ import numpy as np
 from absl import flags
 
 import common_flags
+import fileio
 import safe_unpickle
 from errors import InputError
 
@@ -478,6 +479,7 @@ def _check_output_dir(output_dir, overwrite):
         if os.listdir(output_dir) and not overwrite:
             raise InputError("--output_dir %s: exists and is not empty; pass --overwrite "
                              "to replace it" % output_dir)
+    fileio.check_folder(output_dir, "output_dir")
 
 
 def _publish(staging_dir, output_dir, overwrite):

@@ -70,11 +70,11 @@ def main():
     input_paths = fileio.expand_patterns(FLAGS.input_file, "input_file")
     output_paths = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
     num_workers = FLAGS.num_workers or available_cores()
-    sys.stderr.write("reading %d input file(s) with %d worker(s), writing %s\n"
-                     % (len(input_paths), num_workers, ", ".join(output_paths)))
     pretraining_writer.write_pretraining_data(
         input_paths, output_paths, config, num_workers=num_workers,
-        documents_per_shard=FLAGS.documents_per_shard, progress_stream=sys.stderr)
+        documents_per_shard=FLAGS.documents_per_shard, progress_stream=sys.stderr,
+        start_line="reading %d input file(s) with %d worker(s), writing %s"
+        % (len(input_paths), num_workers, ", ".join(output_paths)))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,15 @@ class InputError(ValueError):
     """
 
 
+class Stopped(Exception):
+    """Training stopped on a signal after saving a checkpoint; the message says how
+    to resume. Entry scripts print it as one line and exit with `exit_code`."""
+
+    def __init__(self, message, exit_code):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def input_error(path, line_number, message):
     """An InputError reading `<path>[:<line>]: <message>` (line_number may be None)."""
     where = "%s:%d" % (path, line_number) if line_number else str(path)

@@ -27,6 +27,49 @@ def _gfile():
     return tf.io.gfile
 
 
+def check_folder(path, flag_name):
+    """InputError unless `path` (if given) is a folder or can be made one.
+
+    Finds what would otherwise end in a traceback deep inside TensorFlow or
+    the standard library: a path that is a file, or under a file, or where
+    folders cannot be created. Creates nothing.
+    """
+    if not path or is_remote(path):
+        return
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise InputError("--%s=%s is a file, expected a folder" % (flag_name, path))
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise InputError("--%s=%s: no permission to write into it" % (flag_name, path))
+        return
+    problem = _why_not_creatable(path)
+    if problem:
+        raise InputError("--%s=%s cannot be created: %s" % (flag_name, path, problem))
+
+
+def check_output_file(path, flag_name):
+    """InputError unless the file `path` can be written (its folder made if need be)."""
+    if not path or is_remote(path):
+        return
+    if os.path.isdir(path):
+        raise InputError("--%s=%s is a folder, expected a file name" % (flag_name, path))
+    problem = _why_not_creatable(path)
+    if problem:
+        raise InputError("--%s=%s cannot be written: %s" % (flag_name, path, problem))
+
+
+def _why_not_creatable(path):
+    """Why `path` cannot be created below its nearest existing ancestor, or None."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return "%s is a file" % parent
+    if not os.access(parent, os.W_OK | os.X_OK) or parent.startswith(("/proc", "/sys")):
+        return "no permission to write into %s" % parent
+    return None
+
+
 def open_file(path, mode="r", encoding="utf-8"):
     """A file object of a local or remote path; text modes decode as `encoding`."""
     if is_remote(path):

@@ -157,8 +157,8 @@ def prepare(task, options, model_inputs, runtime):
     conversion of examples to features has passed.
     """
     output_dir = options.output_dir
-    run_setup.check_folder(output_dir, "output_dir")
-    run_setup.check_folder(options.cache_dir, "cache_dir")
+    fileio.check_folder(output_dir, "output_dir")
+    fileio.check_folder(options.cache_dir, "cache_dir")
     shapes = dict(modeling.bert_variable_shapes(model_inputs.bert_config),
                   **task.head_variable_shapes(model_inputs.bert_config.hidden_size))
     checkpoint_path = None
@@ -179,6 +179,7 @@ def prepare(task, options, model_inputs, runtime):
     run_setup.check_resumable(output_dir, shapes, plan if options.do_train else None)
 
     # Nothing has been written so far; from here on output_dir is ours.
+    run_setup.lock_output_dir(output_dir)
     run_setup.save_records(output_dir, task.label_list,
                            task.head_settings if options.do_train else None)
     records = write_records(converted, options.cache_dir or output_dir)
@@ -264,8 +265,9 @@ def train(estimator, task, options, prepared):
     if calls is None:
         return
     console.info(distribution.describe_plan(plan))
-    estimator.train(train_input_fn(task, options, prepared, calls * plan.num_replicas),
-                    max_steps=plan.num_train_steps)
+    training.train(estimator, train_input_fn(task, options, prepared,
+                                             calls * plan.num_replicas),
+                   plan.num_train_steps)
 
 
 def evaluate(estimator, task, options, prepared, num_replicas):

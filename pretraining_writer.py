@@ -199,16 +199,19 @@ def _bounded(iterable, semaphore):
 
 def write_pretraining_data(input_paths, output_paths, config, num_workers=1,
                            documents_per_shard=256, max_shard_chars=4_000_000,
-                           progress_stream=None):
+                           progress_stream=None, start_line=None):
     """Streams the documents of `input_paths` into TFRecord files `output_paths`.
 
     With num_workers > 1, shards are processed by that many processes; the
     records are written in shard order, so the output is the same for any
     num_workers. Returns the final `Progress` (documents and instances).
     Raises InputError for a missing or empty input, a bad vocabulary or
-    flag value, before any output file exists.
+    flag value, before any output file exists; `start_line` goes to
+    progress_stream once those checks have passed.
     """
     check_config(config)
+    for path in output_paths:
+        fileio.check_output_file(path, "output_file")
     if num_workers < 1:
         raise InputError("--num_workers must be >= 1, got %d" % num_workers)
     if documents_per_shard < 2:
@@ -220,6 +223,8 @@ def write_pretraining_data(input_paths, output_paths, config, num_workers=1,
         ShardWorker(config)  # the vocabulary's mistakes, raised here and not in a worker
     shards = enumerate(shard_documents(read_documents(input_paths), documents_per_shard,
                                        max_shard_chars))
+    if start_line and progress_stream:
+        progress_stream.write(start_line + "\n")
     progress = Progress(progress_stream)
     with _OutputFiles(output_paths) as out:
         if local is not None:

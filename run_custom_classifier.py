@@ -93,7 +93,19 @@ def read_examples(processor, label_list, options):
             if unknown:
                 raise InputError("--data_dir=%s: %s labels %s are not in the label list %s"
                                  % (FLAGS.data_dir, split, sorted(unknown), label_list))
+    if "train" in examples and not processor.is_multi_label:
+        check_labels_vary(examples["train"])
     return examples
+
+
+def check_labels_vary(train_examples):
+    """InputError if every training example has one label: the classifier would
+    learn to answer it always, and report accuracy 1.0 on a dev set like it."""
+    found = {example.label for example in train_examples}
+    if len(found) == 1:
+        raise InputError("--data_dir=%s: every training example has the label %r; a "
+                         "classifier needs examples of at least two labels (check "
+                         "--label_column)" % (FLAGS.data_dir, found.pop()))
 
 
 def main(_):

@@ -99,7 +99,7 @@ def train(options, model_fn, runtime, cluster, strategy, plan, input_files):
     if cluster is None:
         with without_tf_config():
             estimator = distribution.make_estimator(options, runtime, model_fn)
-        estimator.train(input_fn, max_steps=plan.num_train_steps)
+        training.train(estimator, input_fn, plan.num_train_steps)
         return
     run_config = distribution.make_multi_worker_run_config(
         options.output_dir, strategy, runtime.devices, use_xla=options.use_xla,
@@ -140,7 +140,7 @@ def read_inputs(options):
                   if FLAGS.eval_input_file else input_files)
     for path in sorted(set(input_files[:1] + eval_files[:1])):
         pretraining.check_records(path, options.max_seq_length, FLAGS.max_predictions_per_seq)
-    run_setup.check_folder(options.output_dir, "output_dir")
+    fileio.check_folder(options.output_dir, "output_dir")
     model_inputs = run_setup.load_model_inputs(options, pretraining.head_variable_shapes,
                                                with_tokenizer=False)
     return model_inputs, input_files, eval_files
@@ -171,6 +171,9 @@ def main(_):
         run_setup.require_trained_model(options.output_dir, "evaluation")
 
     is_chief = cluster is None or cluster.is_chief
+    if is_chief:
+        # Workers share the chief's output_dir; the chief holds it for the cluster.
+        run_setup.lock_output_dir(options.output_dir)
     model_fn = training.build_model_fn(
         bert_config,
         pretraining.make_head_fn(bert_config, runtime.precision, runtime.inference_precision),

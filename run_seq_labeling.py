@@ -133,6 +133,11 @@ def read_examples(options):
         if split in examples:
             seq_labeling_data.check_sentence_labels(examples[split], label_list, origin,
                                                split_path(split))
+    if "train" in examples:
+        found = {label for sentence in examples["train"] for label in sentence.labels}
+        if len(found) == 1:
+            raise InputError("%s: every word is labelled %r; training needs words of at "
+                             "least two labels" % (split_path("train"), found.pop()))
     return label_list, examples
 
 

@@ -12,8 +12,12 @@ flow calls after every check has passed.
 """
 
 import collections
+import datetime
+import fcntl
 import json
 import os
+import socket
+import sys
 
 import tensorflow as tf
 
@@ -31,6 +35,8 @@ for runs that do not tokenize); init_checkpoint: checked checkpoint prefix or No
 
 LABELS_FILE = "label_list.json"
 HEAD_SETTINGS_FILE = "head_settings.json"
+LOCK_FILE = ".lock"
+_held_locks = {}  # lock file path -> its open file, held until the process exits
 
 
 def load_model_inputs(options, head_shapes=None, with_tokenizer=True):
@@ -58,29 +64,36 @@ def load_model_inputs(options, head_shapes=None, with_tokenizer=True):
     return ModelInputs(bert_config, tokenizer, init_checkpoint)
 
 
-def check_folder(path, flag_name):
-    """InputError unless `path` (if given) is a folder or can be made one.
+def lock_output_dir(output_dir):
+    """Makes output_dir (if needed) and holds it for this process until it exits.
 
-    Finds what would otherwise end in a traceback deep inside TensorFlow: a
-    path that is a file, or under a file, or where folders cannot be created.
-    Creates nothing: the first write happens after every check.
+    A second run into the same folder (another terminal, a re-submitted job)
+    would write interleaved checkpoints; it gets an InputError naming the
+    process that holds the folder, and the folder stays as it was. The lock is
+    the operating system's (flock): a killed run releases it, so a stale
+    .lock file never blocks a resume.
     """
-    if not path or fileio.is_remote(path):
+    if not output_dir or fileio.is_remote(output_dir):
         return
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise InputError("--%s=%s is a file, expected a folder" % (flag_name, path))
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise InputError("--%s=%s: no permission to write into it" % (flag_name, path))
+    path = os.path.join(os.path.abspath(output_dir), LOCK_FILE)
+    if path in _held_locks:
         return
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise InputError("--%s=%s cannot be created: %s is a file" % (flag_name, path, parent))
-    if not os.access(parent, os.W_OK | os.X_OK) or parent.startswith(("/proc", "/sys")):
-        raise InputError("--%s=%s cannot be created: no permission to write into %s"
-                         % (flag_name, path, parent))
+    os.makedirs(output_dir, exist_ok=True)
+    lock = open(path, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise InputError("--output_dir=%s is in use by %s; wait for that run to end or stop "
+                         "it, or use another --output_dir" % (output_dir, holder))
+    lock.truncate(0)
+    lock.write("process %d on %s, started %s: %s\n" % (
+        os.getpid(), socket.gethostname(), datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:300]))
+    lock.flush()
+    _held_locks[path] = lock
 
 
 def check_checkpoint(path, expected_shapes, required_prefix="bert/"):

@@ -15,7 +15,8 @@ otherwise:
 
 Errors are {"error": "..."} with 400 (malformed JSON, missing or unknown
 input, wrong shape or dtype, values the model rejects), 404 (unknown model,
-version or path), 405 or 413 (body over --max_request_bytes).
+version or path), 405 or 413 (body over --max_request_bytes, or more rows than
+--max_rows_per_request).
 
 With --enable_batching, rows of concurrent requests are gathered into one model
 call: a batch closes when it holds --max_batch_size rows or
@@ -55,6 +56,8 @@ flags.DEFINE_string("model_base_path", None, "Folder of integer version folders,
                     "output_dir/serving); the highest version is served. A version folder "
                     "itself is accepted too.")
 flags.DEFINE_integer("max_request_bytes", 8 << 20, "Larger request bodies get 413.")
+flags.DEFINE_integer("max_rows_per_request", 1024, "Requests of more rows get 413, so that "
+                     "one request cannot hold the model for minutes.")
 flags.DEFINE_bool("enable_batching", False, "Gather the rows of concurrent requests into "
                   "one model call (off by default, as in tensorflow_model_server).")
 flags.DEFINE_integer("max_batch_size", 64, "Batching: most rows in one model call (a "
@@ -181,17 +184,20 @@ def columns_of_inputs(inputs, specs):
     return dict(inputs)
 
 
-def parse_predict_request(body, signatures):
+def parse_predict_request(body, signatures, max_rows=None):
     """(signature name, features, num_rows, row_format) of a :predict body (bytes).
 
     signatures: signature name -> its input specs. features: input name ->
     array of the signature's dtype, batch first. Raises RequestError(400) for
-    anything TensorFlow Serving would refuse.
+    anything TensorFlow Serving would refuse, and RequestError(413) for more
+    than `max_rows` rows (one request must not hold the model for minutes).
     """
     try:
         request = json.loads(body)
     except ValueError as e:  # UnicodeDecodeError is one too
         raise RequestError(400, "malformed JSON request body: %s" % e)
+    except RecursionError:
+        raise RequestError(400, "JSON request body nested too deeply")
     if not isinstance(request, dict):
         raise RequestError(400, "expected a JSON object with 'instances' (row format) or "
                            "'inputs' (columnar format)")
@@ -210,6 +216,11 @@ def parse_predict_request(body, signatures):
     row_format = "instances" in request
     columns = (columns_of_instances(request["instances"], specs) if row_format
                else columns_of_inputs(request["inputs"], specs))
+    num_rows = _count_rows(columns, row_format)
+    if max_rows and num_rows > max_rows:
+        raise RequestError(413, "the request holds %d rows; at most %d per request "
+                           "(--max_rows_per_request): send them in several requests"
+                           % (num_rows, max_rows))
     features = {name: input_array(name, columns[name], specs[name], row_format)
                 for name in sorted(specs)}
     sizes = {name: array.shape[0] if array.ndim else None for name, array in features.items()}
@@ -220,6 +231,14 @@ def parse_predict_request(body, signatures):
     if not num_rows:
         raise RequestError(400, "the request holds no rows")
     return signature, features, num_rows, row_format
+
+
+def _count_rows(columns, row_format):
+    """The most rows any input claims, counted before any conversion (cheap)."""
+    if row_format:
+        return len(next(iter(columns.values())))
+    return max((len(values) for values in columns.values() if isinstance(values, list)),
+               default=0)
 
 
 # -- arrays -> responses -----------------------------------------------------------
@@ -574,6 +593,9 @@ async def read_body(request, max_bytes):
         return await request.read()  # aiohttp enforces client_max_size while reading
     except web.HTTPRequestEntityTooLarge:
         raise too_large
+    except ConnectionError:
+        # Nobody is left to answer; one log line, not a traceback.
+        raise RequestError(400, "the client disconnected before sending the whole body")
 
 
 async def handle_predict(request):
@@ -581,7 +603,7 @@ async def handle_predict(request):
     check_model(state, request.match_info["name"], request.match_info.get("version"))
     body = await read_body(request, state["max_request_bytes"])
     signature, features, num_rows, row_format = parse_predict_request(
-        body, state["servable"].specs)
+        body, state["servable"].specs, state["max_rows_per_request"])
     outputs = await state["predictor"].predict(features, num_rows, signature)
     return web.json_response(predict_response(outputs, row_format),
                              dumps=lambda value: json.dumps(value, separators=(",", ":")))
@@ -598,13 +620,15 @@ async def handle_metrics(request):
     return web.Response(text=stats.prometheus_text(), content_type="text/plain")
 
 
-def make_app(servable, model_name, predictor, max_request_bytes):
+def make_app(servable, model_name, predictor, max_request_bytes,
+             max_rows_per_request=None):
     """The aiohttp application serving `servable` as /v1/models/<model_name>."""
     # aiohttp refuses bodies over client_max_size itself; one byte more than
     # ours, so that read_body's own 413 message is the one users see.
     app = web.Application(middlewares=[json_errors], client_max_size=max_request_bytes + 1)
     app[STATE] = {"servable": servable, "model_name": model_name, "predictor": predictor,
-                  "max_request_bytes": max_request_bytes}
+                  "max_request_bytes": max_request_bytes,
+                  "max_rows_per_request": max_rows_per_request}
     model = "/v1/models/{name:[^/:]+}"
     version = model + "/versions/{version:[^/:]+}"
     app.router.add_post(model + ":predict", handle_predict)
@@ -656,7 +680,7 @@ async def serve(servable, sock, flags_values):
     predictor = make_predictor(servable, flags_values)
     predictor.start()
     app = make_app(servable, flags_values.model_name, predictor,
-                   flags_values.max_request_bytes)
+                   flags_values.max_request_bytes, flags_values.max_rows_per_request)
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=10.0)
     await runner.setup()
     await web.SockSite(runner, sock).start()
@@ -677,7 +701,7 @@ def check_flags(flags_values):
     common_flags.require_flags("model_base_path")
     if not 0 <= flags_values.port <= 65535:
         raise InputError("--port must be between 0 and 65535, got %d" % flags_values.port)
-    for name in ("max_request_bytes", "max_batch_size", "num_batch_threads",
+    for name in ("max_request_bytes", "max_rows_per_request", "max_batch_size", "num_batch_threads",
                  "rest_api_num_threads"):
         if flags_values[name].value < 1:
             raise InputError("--%s must be >= 1, got %d" % (name, flags_values[name].value))

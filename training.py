@@ -8,6 +8,8 @@ export.py writes the SavedModel TensorFlow Serving loads.
 """
 
 import collections
+import signal
+import threading
 import time
 
 import tensorflow as tf
@@ -15,6 +17,7 @@ import tensorflow as tf
 import console
 import modeling
 import optimization
+from errors import Stopped
 
 tf1 = tf.compat.v1
 
@@ -187,3 +190,55 @@ class ProgressHook(tf1.train.SessionRunHook):
 
     def after_run(self, run_context, run_values):
         self._progress.add(min(self._per_call, self._progress.total - self._progress.done))
+
+
+class StopOnSignalHook(tf1.train.SessionRunHook):
+    """Ends training cleanly on SIGTERM (a cluster's preemption notice) or SIGINT
+    (Ctrl-C): the train-op call running finishes, training stops, and the
+    Estimator's checkpoint saver writes the current step on its way out
+    (accumulation buffers and their counter included, so a resume continues
+    mid-cycle). `received` is the signal's number, or None. A second signal
+    acts as it normally would.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.received = None
+        self._previous = {}
+
+    def begin(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
+
+    def _on_signal(self, signum, frame):
+        del frame
+        self.received = signum
+        self.restore()
+
+    def restore(self):
+        """Puts the handlers back as they were before training."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def after_run(self, run_context, run_values):
+        if self.received is not None:
+            run_context.request_stop()
+
+
+def train(estimator, input_fn, max_steps, hooks=()):
+    """estimator.train up to `max_steps`; on SIGTERM or SIGINT it saves the current
+    step and raises errors.Stopped saying how to resume (exit code 128 + signal)."""
+    stop_hook = StopOnSignalHook()
+    try:
+        estimator.train(input_fn, max_steps=max_steps, hooks=[stop_hook] + list(hooks))
+    finally:
+        stop_hook.restore()
+    if stop_hook.received is not None:
+        checkpoint = estimator.latest_checkpoint()
+        step = tf.train.load_checkpoint(checkpoint).get_tensor("global_step")
+        raise Stopped("%s: training stopped at step %d of %d, saved in %s; run the same "
+                      "command again to resume from there"
+                      % (signal.Signals(stop_hook.received).name, step, max_steps,
+                         checkpoint), 128 + stop_hook.received)

@@ -224,3 +224,84 @@ def test_resume_position_without_a_checkpoint_or_when_done(tmp_path):
     assert run_setup.resume_position(str(tmp_path), plan) == 0
     _write_training_checkpoint(str(tmp_path), plan.num_train_steps, None)
     assert run_setup.resume_position(str(tmp_path), plan) is None
+
+
+def _wait_for_line(process, log_path, pattern, timeout=300):
+    """The first line of the log at `log_path` matching `pattern`, waiting for it
+    while `process` runs; fails with the log if it ends first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(log_path) as f:
+            match = re.search(pattern, f.read(), re.M)
+        if match:
+            return match.group(0)
+        if process.poll() is not None:
+            with open(log_path) as f:
+                pytest.fail("run ended (%s) before %r:\n%s"
+                            % (process.returncode, pattern, f.read()[-3000:]))
+        time.sleep(0.05)
+    pytest.fail("no %r within %d s" % (pattern, timeout))
+
+
+def _checkpoint_chain(output_dir):
+    """The steps the `checkpoint` file lists, each checked readable."""
+    state = tf.train.get_checkpoint_state(output_dir)
+    steps = []
+    for path in state.all_model_checkpoint_paths:
+        steps.append(int(tf.train.load_checkpoint(path).get_tensor("global_step")))
+        assert path.endswith("model.ckpt-%d" % steps[-1])
+    return steps
+
+
+def test_sigterm_saves_the_step_a_second_run_is_refused_and_the_rerun_resumes(tmp_path):
+    """Two CPU replicas with accumulation: SIGTERM mid-training saves the current
+    step (not a periodic checkpoint), says how to resume and exits 143; a second
+    run into the busy output_dir is refused naming the first; the same command
+    then resumes past the stale .lock file to exactly the planned step."""
+    model = tiny.write_tiny_model(str(tmp_path / "model"))
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    tiny.write_sentiment_csv(str(data_dir / "train.csv"), NUM_EXAMPLES, seed=5)
+    output_dir = str(tmp_path / "out")
+    epochs = 10
+    command = _command(model, str(data_dir), output_dir, epochs) + [
+        "--num_cpu_replicas=2", "--gradient_accumulation_steps=3",
+        "--save_checkpoints_steps=100000", "--log_every_n_steps=1"]
+    planned = -(-NUM_EXAMPLES * epochs // (BATCH * 2 * 3))
+    log_path = str(tmp_path / "first.log")
+    with open(log_path, "w") as log:
+        first = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
+                                 stderr=log)
+    try:
+        _wait_for_line(first, log_path, r"^step \d+/%d " % planned)
+        second = _run(command)
+        first.send_signal(subprocess.signal.SIGTERM)
+        first.wait(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    with open(log_path) as f:
+        first_log = f.read()
+
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 1 and len(lines) == 1, second.stderr[-3000:]
+    assert lines[0].startswith("error: --output_dir=%s is in use by process %d "
+                               % (output_dir, first.pid)), lines
+
+    assert first.returncode == 128 + 15, first_log[-3000:]
+    stopped = first_log.strip().splitlines()[-1]
+    match = re.match(r"stopped: SIGTERM: training stopped at step (\d+) of %d, saved in "
+                     r"(\S+); run the same command again to resume" % planned, stopped)
+    assert match, first_log[-3000:]
+    step = int(match.group(1))
+    assert 0 < step < planned
+    assert _latest_step(output_dir) == (match.group(2), step)
+    assert _checkpoint_chain(output_dir) == [0, step]
+
+    resumed = _run(command)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from %s (step %d of %d)" % (match.group(2), step, planned) \
+        in resumed.stderr
+    assert _latest_step(output_dir)[1] == planned
+    assert _checkpoint_chain(output_dir) == [0, step, planned]

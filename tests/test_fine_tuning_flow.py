@@ -113,3 +113,29 @@ def test_options_are_validated_once():
                                num_train_epochs=float("inf"))
     with pytest.raises(InputError, match="--train_batch_size must be a whole number >= 1"):
         run_options.RunOptions(output_dir="o", bert_config_file="c", train_batch_size=0)
+
+
+def test_an_epoch_of_sequence_labelling_counts_windows_not_sentences(tmp_path):
+    """Long sentences become several windows; the step plan must count those
+    records, or "1 epoch" would train on a fraction of the windows."""
+    import distribution
+    import seq_labeling
+    import seq_labeling_data
+    import tokenization
+    model = write_tiny_model(str(tmp_path / "model"))
+    words = ["the", "movie", "was", "good", "and", "the", "music", "great"] * 4  # 32 words
+    labels = ["O", "O", "O", "B-POS", "O", "O", "O", "B-POS"] * 4
+    sentences = [seq_labeling_data.Sentence(
+        "train-%d" % i, tuple(words), tuple(labels), tuple((w, t) for w, t in zip(words, labels)),
+        tuple(range(1, 33))) for i in range(6)]
+    task = seq_labeling.SeqLabelingTask({"train": sentences}, ["O", "B-POS"], "ner",
+                                        window_stride=4)
+    options = run_options.RunOptions(output_dir=str(tmp_path / "out"), max_seq_length=16,
+                                     do_train=True, train_batch_size=4, num_train_epochs=1.0,
+                                     **model)
+    tokenizer = tokenization.FullTokenizer(model["vocab_file"], True)
+    _, rows, count = fine_tuning.convert_examples(task, options, tokenizer)["train"]
+    windows_per_sentence = len(rows) // len(sentences)
+    assert windows_per_sentence > 1 and count == len(rows)
+    plan = distribution.plan_training(count, 1.0, 4, 1, 1, 0.1)
+    assert plan.num_train_steps == int(len(rows) / 4)  # 1 epoch of windows

@@ -227,30 +227,6 @@ def data_args(data):
             "--max_query_length=4"]
 
 
-@pytest.mark.parametrize("name,lines,flag,expected", [
-    ("triples.tsv", ["good\ta good film\tbad", "good\tonly two"], "--do_train",
-     r"triples.tsv:2: expected 3 tab-separated fields \(query, positive passage, "
-     r"negative passage\), got 2"),
-    ("dev.tsv", ["1\t10\tgood\ta film", "q2\t10\tbad\ta film"], "--do_eval",
-     r"dev.tsv:2: qid 'q2' is not an integer"),
-    ("qrels.txt", ["1 0 10 1", "1 0 ten"], "--do_eval",
-     r"qrels.txt:2: expected 4 fields \(qid 0 pid relevance\)"),
-])
-def test_bad_input_is_one_line_naming_file_and_line(tiny_data, tmp_path, name, lines, flag,
-                                                    expected):
-    import re
-    model, data, _ = tiny_data
-    bad_data = tmp_path / "data"
-    shutil.copytree(str(data), str(bad_data))
-    write_lines(bad_data / name, lines)
-    output_dir = tmp_path / "out"
-    result = run_reranking(*(model_args(model, output_dir) + data_args(bad_data) + [flag]))
-    assert result.returncode == 1
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and re.search(expected, errors[0]), result.stderr[-2000:]
-    assert not output_dir.exists()  # checked before anything is written
-
-
 def test_train_rank_evaluate_and_export_on_two_cpu_replicas(tiny_data):
     model, data, root = tiny_data
     output_dir = root / "out"

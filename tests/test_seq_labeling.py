@@ -3,8 +3,6 @@ end to end (subprocesses, as a user runs it) on tiny models and on the real
 all-MiniLM-L6-v2 with the real tweet NER corpus."""
 
 import export_layout
-import collections
-import concurrent.futures
 import itertools
 import json
 import os
@@ -390,91 +388,7 @@ def test_client_restores_punctuation_from_window_answers(tiny_model):
     assert (empty["words"], empty_fields) == ([], [""])
 
 
-# -- bad input ---------------------------------------------------------------------
-
-GOOD_TRAIN = "the\tO\ngood\tB-POS\nmusic\tI-POS\n\nbad\tB-NEG\nfilm\tO\n"
-GOOD_DEV = "a\tO\ngreat\tB-POS\n"
-
-Case = collections.namedtuple("Case", ["files", "flags", "expected"])
-"""files: name -> content of the data dir; flags: extra flags; expected: substrings
-of the error line, with {data} standing for the data dir."""
-
-BAD_INPUT = {
-    "line_without_label": Case(
-        {"train.txt": "the\tO\ngood\nmusic\tI-POS\n"}, [],
-        ["{data}/train.txt:2: expected 2 tab-separated columns (as on line 1), got 1",
-         "without its label"]),
-    "file_without_labels": Case(
-        {"train.txt": "the\ngood\n"}, [], ["{data}/train.txt:1: no label"]),
-    "label_not_in_label_set": Case(
-        {"dev.txt": "a\tO\ngreat\tB-MOVIE\n"}, [],
-        ["{data}/dev.txt:2: label 'B-MOVIE' is not one of the 4 labels found in "
-         "{data}/train.txt"]),
-    "label_not_in_labels_flag": Case(
-        {}, ["--labels=O,B-POS,I-POS"],
-        ["{data}/train.txt:5: label 'B-NEG' is not one of the 3 labels given by --labels"]),
-    "empty_sentence_file": Case(
-        {"train.txt": "\n\n-DOCSTART- O\n\n"}, [], ["{data}/train.txt: no sentences"]),
-    "tab_file_with_a_space_separated_line": Case(
-        {"train.txt": "the\tO\ngood B-POS\n"}, [],
-        ["{data}/train.txt:2: expected 2 tab-separated columns (as on line 1), got 1",
-         "separates columns with spaces"]),
-    "space_file_with_a_tab": Case(
-        {"train.txt": "the O\ngood\tB-POS\n"}, [],
-        ["{data}/train.txt:2: a tab, but the columns of this file are separated by spaces"]),
-    "not_a_bio_tag": Case(
-        {"train.txt": "the\tO\nBob\tPER\n"}, [],
-        ["{data}/train.txt:2: label 'PER' is not a BIO/BIOES tag"]),
-    "stride_longer_than_a_window": Case(
-        {}, ["--window_stride=15"], ["--window_stride=15", "1 to 14"]),
-    "length_buckets_with_per_token_labels": Case(
-        {}, ["--bucket_by_length"], ["--bucket_by_length", "per-token features"]),
-}
-
-
-def _snapshot(path):
-    """None if `path` does not exist, else its files with sizes and mtimes."""
-    if not os.path.exists(path):
-        return None
-    return {os.path.join(folder, name): os.stat(os.path.join(folder, name)).st_mtime_ns
-            for folder, _, names in os.walk(path) for name in names}
-
-
-def _run_bad_case(model, root, name):
-    case = BAD_INPUT[name]
-    data_dir = os.path.join(root, name, "data")
-    os.makedirs(data_dir)
-    for file_name, content in dict({"train.txt": GOOD_TRAIN, "dev.txt": GOOD_DEV},
-                                   **case.files).items():
-        with open(os.path.join(data_dir, file_name), "w") as f:
-            f.write(content)
-    output_dir = os.path.join(root, name, "out")
-    result = run_script("--task_name=ner", *model_args(
-        model, data_dir, output_dir, "--max_seq_length=16", "--do_train", "--do_eval",
-        *case.flags), check=False)
-    return data_dir, result, _snapshot(output_dir)
-
-
-@pytest.fixture(scope="module")
-def bad_input_results(tiny_model, tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("seq_bad_input"))
-    with concurrent.futures.ThreadPoolExecutor(max(2, min(4, os.cpu_count() or 2))) as pool:
-        futures = {name: pool.submit(_run_bad_case, tiny_model, root, name)
-                   for name in BAD_INPUT}
-        return {name: future.result() for name, future in futures.items()}
-
-
-@pytest.mark.parametrize("name", sorted(BAD_INPUT))
-def test_bad_input_is_one_error_line_and_writes_nothing(bad_input_results, name):
-    data_dir, result, written = bad_input_results[name]
-    context = "stderr:\n%s" % result.stderr[-3000:]
-    assert result.returncode == 1, context
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), context
-    for part in BAD_INPUT[name].expected:
-        assert part.format(data=data_dir) in lines[0], context
-    assert written is None, written
-
+# -- bad input (the command-line cases are in tests/test_bad_input.py) ---------------
 
 def test_readers_raise_input_errors_naming_file_and_line(tmp_path):
     path = tmp_path / "dev.txt"

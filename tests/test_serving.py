@@ -32,6 +32,7 @@ from tiny import write_sentiment_csv, write_tiny_model
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 MAX_REQUEST_BYTES = 64 * 1024
+MAX_ROWS = 40
 SENTENCES = ["the movie is good", "a very bad plot .", "the acting was great and the music "
              "fine", "dull", "", "not awful , but not good either", "the story"]
 
@@ -87,7 +88,8 @@ def start_server(base_path, *flags):
     process = subprocess.Popen(
         [sys.executable, "serving_server.py", "--model_name=tiny",
          "--model_base_path=%s" % base_path, "--port=0",
-         "--max_request_bytes=%d" % MAX_REQUEST_BYTES] + list(flags),
+         "--max_request_bytes=%d" % MAX_REQUEST_BYTES,
+         "--max_rows_per_request=%d" % MAX_ROWS] + list(flags),
         cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         universal_newlines=True)
     return process
@@ -324,6 +326,14 @@ def test_bad_requests_get_a_4xx_with_a_message_and_the_server_goes_on(servers, t
         ({"instances": []}, 400, "non-empty"),
         ({"instances": [row], "inputs": {}}, 400, "exactly one of"),
         (b"x" * (MAX_REQUEST_BYTES + 1), 413, "--max_request_bytes"),
+        (b"[" * 30000 + b"]" * 30000, 400, "nested too deeply"),
+        ({"instances": [row] * (MAX_ROWS + 1)}, 413, "at most %d per request" % MAX_ROWS),
+        ({"inputs": {name: [value] * (MAX_ROWS + 1) for name, value in row.items()}}, 413,
+         "--max_rows_per_request"),
+        ({"instances": [row], "signature_name": "nope"}, 400, "signature_name 'nope'"),
+        ({"instances": [row], "extra": 1}, 400, "unknown key 'extra'"),
+        ([row], 400, "expected a JSON object"),
+        ({"instances": [dict(row, input_ids=[[2] * 16])]}, 400, "got shape"),
     ]
     for body, status, message in cases:
         got_status, answer = post(url + ":predict", body)
@@ -360,17 +370,25 @@ def test_client_reports_server_and_network_errors_in_one_line(export, servers):
 
 
 def test_sigterm_stops_the_server_cleanly_and_frees_its_port(export, tokenizer):
+    """Also: a client that disconnects mid-body costs one log line, not a traceback."""
     process = start_server(export[0], "--enable_batching")
+    good = serving_client.build_request(features_of(tokenizer, ["good"]))
     try:
         url = server_url(process)
-        status, _ = post(url + ":predict",
-                         serving_client.build_request(features_of(tokenizer, ["good"])))
-        assert status == 200
+        assert post(url + ":predict", good)[0] == 200
+        host_port = re.search(r"//([^/]+)/", url).group(1).rsplit(":", 1)
+        with socket.create_connection((host_port[0], int(host_port[1]))) as client:
+            client.sendall(b"POST /v1/models/tiny:predict HTTP/1.1\r\nHost: x\r\n"
+                           b"Content-Length: 60000\r\n\r\n{\"instances\": [")
+        assert post(url + ":predict", good)[0] == 200
     finally:
         code = stop(process)
+        log = process.stderr.read()
         process.stdout.close()
         process.stderr.close()
     assert code == 0
+    assert "Traceback" not in log, log[-3000:]
+    assert len(re.findall("client disconnected before sending the whole body", log)) == 1, log
     port = int(re.search(r":(\d+)/", url).group(1))
     with socket.socket() as probe:
         with pytest.raises(ConnectionRefusedError):
