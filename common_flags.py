@@ -206,4 +206,9 @@ def run_script(main):
         except Stopped as e:
             sys.stderr.write("stopped: %s\n" % e)
             sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            # Ctrl-C outside training (which saves a checkpoint first): writes
+            # are atomic, so nothing is left half-written.
+            sys.stderr.write("stopped: interrupted (Ctrl-C)\n")
+            sys.exit(130)
     app.run(guarded_main, flags_parser=_parse_flags)
