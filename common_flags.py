@@ -108,6 +108,25 @@ def define_fine_tuning_flags():
                       "training if --do_train, else from the existing checkpoint).")
     flags.DEFINE_string("cache_dir", None,
                         "Where converted TFRecord features are kept (default: output_dir).")
+    flags.DEFINE_integer("eval_every_n_steps", 0,
+                         "With --do_train --do_eval: evaluate the dev set every N optimizer "
+                         "steps during training (0: only after training). Metrics go to the "
+                         "console, TensorBoard and output_dir/eval_history.jsonl.")
+    flags.DEFINE_bool("eval_every_epoch", False,
+                      "With --do_train --do_eval: evaluate the dev set after every epoch.")
+    flags.DEFINE_string("best_metric", None,
+                        "With evaluation during training: the report entry that picks the "
+                        "best checkpoint (e.g. accuracy, macro_f1, entity_f1, mrr@10; "
+                        "higher is better, except for losses such as eval_loss). Default: "
+                        "the task's first summary metric.")
+    flags.DEFINE_integer("early_stopping_patience", 0,
+                         "Stop training after this many evaluations without improvement of "
+                         "--best_metric (0: never).")
+    flags.DEFINE_bool("use_best_checkpoint", True,
+                      "Evaluate, predict and export with the best checkpoint found during "
+                      "training (output_dir/best/), rather than the last.")
+    flags.DEFINE_bool("plot", True, "Draw output_dir/learning_curve.png (training loss and "
+                      "the dev metric) after evaluation during training.")
     flags.DEFINE_bool("bucket_by_length", False,
                       "Training batches of examples of similar length (sorted within pools "
                       "of 64 batches, then shuffled): less padding, faster on short texts. "

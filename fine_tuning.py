@@ -26,6 +26,7 @@ import distribution
 import export
 import fileio
 import input_pipeline
+import model_selection
 import modeling
 import run_setup
 import training
@@ -140,7 +141,8 @@ def run(task, options, model_inputs=None):
                  "tensorboard --logdir %s)", ",".join(runtime.devices), runtime.precision,
                  runtime.inference_precision, options.output_dir, options.output_dir)
     if options.do_train:
-        train(estimator, task, options, prepared)
+        train(estimator, task, options, prepared, len(runtime.devices))
+        prepared = prepared._replace(checkpoint_path=checkpoint_after_training(options))
     if options.do_eval:
         evaluate(estimator, task, options, prepared, len(runtime.devices))
     if options.do_predict:
@@ -257,21 +259,77 @@ def predict_input_fn(task, options, prepared, split):
         trim_to_longest_of=_trim(task, options))
 
 
-def train(estimator, task, options, prepared):
+def train(estimator, task, options, prepared, num_replicas):
     """Trains up to the plan's steps; a re-run resumes from the last checkpoint,
-    going on with the input batches the interrupted run had not reached."""
+    going on with the input batches the interrupted run had not reached. With
+    evaluation during training, trains in segments with an evaluation after
+    each (see model_selection.py)."""
     plan = prepared.plan
-    calls = run_setup.resume_position(options.output_dir, plan)
-    if calls is None:
+    history = model_selection.read_history(options.output_dir)
+    if history and history[-1]["stop"]:
+        console.info("training stopped early at step %d (see %s): nothing to train",
+                     history[-1]["step"], model_selection.HISTORY_FILE)
         return
-    console.info(distribution.describe_plan(plan))
-    training.train(estimator, train_input_fn(task, options, prepared,
-                                             calls * plan.num_replicas),
-                   plan.num_train_steps)
+    if run_setup.resume_position(options.output_dir, plan) is not None:
+        console.info(distribution.describe_plan(plan))
+    if not options.evaluates_during_training:
+        train_segment(estimator, task, options, prepared, plan.num_train_steps)
+        return
+    every = options.eval_every_n_steps or model_selection.steps_per_epoch(plan)
+    metric = options.best_metric or task.summary_keys[0]
+    evaluated = {entry["step"] for entry in history}
+    for step in model_selection.evaluation_steps(plan.num_train_steps, every):
+        if step in evaluated:
+            continue
+        checkpoint = train_segment(estimator, task, options, prepared, step)
+        report = eval_report(estimator, task, options, prepared._replace(
+            checkpoint_path=checkpoint), num_replicas)
+        entry = model_selection.next_entry(history, step, report, metric,
+                                           options.early_stopping_patience)
+        if entry["improved"]:
+            model_selection.save_best(options.output_dir, checkpoint, entry)
+        model_selection.append_entry(options.output_dir, entry)
+        history.append(entry)
+        training.write_summaries(os.path.join(options.output_dir, "eval"), step, report)
+        console.info(model_selection.describe(entry, plan.num_train_steps))
+        if options.plot:
+            model_selection.plot_learning_curve(
+                options.output_dir, training.training_losses(options.output_dir), history)
+        if entry["stop"]:
+            console.info("early stopping: %s did not improve in %d evaluations; the best "
+                         "is step %d (%s %.4f)", metric, options.early_stopping_patience,
+                         entry["best_step"], metric, entry["best_value"])
+            return
 
 
-def evaluate(estimator, task, options, prepared, num_replicas):
-    """Writes eval_results.{json,txt}: streamed metrics and/or those of predictions."""
+def train_segment(estimator, task, options, prepared, max_steps):
+    """Trains up to `max_steps`, from where output_dir's checkpoint is; returns the
+    checkpoint of that step."""
+    plan = prepared.plan
+    calls = run_setup.resume_position(options.output_dir, plan, log=False)
+    if calls is not None:
+        training.train(estimator, train_input_fn(task, options, prepared,
+                                                 calls * plan.num_replicas),
+                       max_steps)
+    return estimator.latest_checkpoint()
+
+
+def checkpoint_after_training(options):
+    """What evaluation, prediction and export read after training: the best
+    checkpoint when one was kept (and --use_best_checkpoint), else None (the
+    latest)."""
+    if not (options.evaluates_during_training and options.use_best_checkpoint):
+        return None
+    path, record = model_selection.best_checkpoint(options.output_dir)
+    if path is not None:
+        console.info("using the best checkpoint: step %d (%s %.4f), %s", record["step"],
+                     record["metric"], record["value"], path)
+    return path
+
+
+def eval_report(estimator, task, options, prepared, num_replicas):
+    """The task's report on the eval split for prepared.checkpoint_path (None:
+    the latest): streamed metrics and/or those of written predictions."""
     report = {}
     if task.streamed_eval:
         progress = console.Progress("example", prepared.records["eval"][1])
@@ -284,6 +342,12 @@ def evaluate(estimator, task, options, prepared, num_replicas):
             write_predictions(estimator, task, options, prepared, "eval")))
     report.setdefault("global_step", int(tf.train.load_checkpoint(
         prepared.checkpoint_path or estimator.latest_checkpoint()).get_tensor("global_step")))
+    return report
+
+
+def evaluate(estimator, task, options, prepared, num_replicas):
+    """Writes eval_results.{json,txt} (see eval_report) and returns the report."""
+    report = eval_report(estimator, task, options, prepared, num_replicas)
     fileio.write_results(report, options.output_dir, "eval_results")
     console.info("eval: %s", ", ".join("%s %.4f" % (key, report[key])
                                            for key in task.summary_keys if key in report))

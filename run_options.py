@@ -59,6 +59,12 @@ class RunOptions:
     log_every_n_steps: int = 50
     cache_dir: Optional[str] = None
     bucket_by_length: bool = False
+    eval_every_n_steps: int = 0
+    eval_every_epoch: bool = False
+    best_metric: Optional[str] = None
+    early_stopping_patience: int = 0
+    use_best_checkpoint: bool = True
+    plot: bool = True
 
     precision: str = "fp32"
     use_fp16: bool = False
@@ -93,6 +99,26 @@ class RunOptions:
             raise InputError("--weight_decay_rate must be >= 0, got %g"
                              % self.weight_decay_rate)
         self._check_choices()
+        self._check_evaluation_during_training()
+
+    @property
+    def evaluates_during_training(self):
+        return bool(self.eval_every_n_steps or self.eval_every_epoch)
+
+    def _check_evaluation_during_training(self):
+        check_whole_numbers({"eval_every_n_steps": self.eval_every_n_steps,
+                             "early_stopping_patience": self.early_stopping_patience},
+                            minimum=0)
+        if self.eval_every_n_steps and self.eval_every_epoch:
+            raise InputError("give --eval_every_n_steps or --eval_every_epoch, not both")
+        if self.evaluates_during_training and not (self.do_train and self.do_eval):
+            raise InputError("--eval_every_%s evaluates the dev set during training: it "
+                             "needs --do_train and --do_eval"
+                             % ("n_steps" if self.eval_every_n_steps else "epoch"))
+        for name in ("best_metric", "early_stopping_patience"):
+            if getattr(self, name) and not self.evaluates_during_training:
+                raise InputError("--%s needs evaluation during training: add "
+                                 "--eval_every_n_steps=N or --eval_every_epoch" % name)
 
     def _check_choices(self):
         for name, choices in (("precision", PRECISIONS), ("inference_precision", PRECISIONS),

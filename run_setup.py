@@ -186,7 +186,7 @@ def check_resumable(output_dir, expected_shapes, plan=None):
                          "with or use a new --output_dir" % (plan.accumulation_steps, latest))
 
 
-def resume_position(output_dir, plan):
+def resume_position(output_dir, plan, log=True):
     """How many train-op calls output_dir's checkpoint has made; None if it is done.
 
     One call trains one micro-batch on every replica (one global micro-batch);
@@ -201,13 +201,15 @@ def resume_position(output_dir, plan):
     reader = tf.train.load_checkpoint(done)
     step = int(reader.get_tensor("global_step"))
     if step >= plan.num_train_steps:
-        console.info("output_dir already holds step %d of %d: nothing to train",
+        if log:
+            console.info("output_dir already holds step %d of %d: nothing to train",
                          step, plan.num_train_steps)
         return None
     pending = int(reader.get_tensor("accum_counter")) if reader.has_tensor("accum_counter") \
         else 0
     calls = step * plan.accumulation_steps + pending
-    console.info("resuming from %s (step %d of %d), after the %d global micro-batches "
+    if log:
+        console.info("resuming from %s (step %d of %d), after the %d global micro-batches "
                      "already trained on", done, step, plan.num_train_steps, calls)
     return calls
 

@@ -8,6 +8,7 @@ export.py writes the SavedModel TensorFlow Serving loads.
 """
 
 import collections
+import os
 import signal
 import threading
 import time
@@ -225,6 +226,29 @@ class StopOnSignalHook(tf1.train.SessionRunHook):
     def after_run(self, run_context, run_values):
         if self.received is not None:
             run_context.request_stop()
+
+
+def write_summaries(directory, step, values):
+    """Adds name -> number `values` at `step` to the TensorBoard events in `directory`."""
+    writer = tf1.summary.FileWriterCache.get(directory)
+    writer.add_summary(tf1.Summary(value=[
+        tf1.Summary.Value(tag=name, simple_value=float(value))
+        for name, value in sorted(values.items()) if isinstance(value, (int, float))]), step)
+    writer.flush()
+
+
+def training_losses(output_dir):
+    """[(step, loss)] the training log wrote to output_dir's TensorBoard events."""
+    losses = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
+        try:
+            for event in tf1.train.summary_iterator(path):
+                for value in event.summary.value:
+                    if value.tag == "loss":
+                        losses[int(event.step)] = float(value.simple_value)
+        except tf.errors.DataLossError:
+            pass  # the tail of an events file a killed run was writing
+    return sorted(losses.items())
 
 
 def train(estimator, input_fn, max_steps, hooks=()):

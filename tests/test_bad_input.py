@@ -336,6 +336,22 @@ CASES = {
                                          "dev.tsv": "gj04\t1\t\tgood .\n"}))(w, case),
         ["{case}/glue/train.tsv:2"]),
 
+    "classifier_eval_during_training_without_do_eval": Case(
+        lambda w, case: (lambda argv, watched: ([a for a in argv if a != "--do_eval"],
+                                                watched))(
+            *classifier(eval_every_n_steps="10")(w, case)),
+        ["--eval_every_n_steps evaluates the dev set during training", "--do_eval"]),
+    "classifier_eval_every_negative": Case(
+        classifier(eval_every_n_steps="-5"), ["--eval_every_n_steps must be a whole number"]),
+    "classifier_best_metric_without_evaluation": Case(
+        classifier(best_metric="accuracy"), ["--best_metric needs evaluation during training"]),
+    "classifier_patience_without_evaluation": Case(
+        classifier(early_stopping_patience="3"),
+        ["--early_stopping_patience needs evaluation during training"]),
+    "classifier_eval_every_steps_and_epoch": Case(
+        classifier(eval_every_n_steps="10", extra=["--eval_every_epoch"]),
+        ["--eval_every_n_steps or --eval_every_epoch, not both"]),
+
     # run_seq_labeling.py
     "ner_line_without_label": Case(
         seq_labeling({"train.txt": "the\tO\ngood\nmusic\tI-POS\n"}),

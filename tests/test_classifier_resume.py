@@ -305,3 +305,64 @@ def test_sigterm_saves_the_step_a_second_run_is_refused_and_the_rerun_resumes(tm
         in resumed.stderr
     assert _latest_step(output_dir)[1] == planned
     assert _checkpoint_chain(output_dir) == [0, step, planned]
+
+
+def _history(output_dir):
+    import model_selection
+    return model_selection.read_history(output_dir)
+
+
+def test_kill_during_evaluated_training_resumes_to_the_same_record(tmp_path):
+    """Evaluating every 25 steps: a run SIGKILLed after its first evaluation and
+    resumed records the same evaluations, best step and patience counts as an
+    uninterrupted run of the same command (tiny model without dropout, the
+    resumed input stream exact)."""
+    model = tiny.write_tiny_model(str(tmp_path / "model"))
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    tiny.write_sentiment_csv(str(data_dir / "train.csv"), NUM_EXAMPLES, seed=5)
+    tiny.write_sentiment_csv(str(data_dir / "dev.csv"), 40, seed=6)
+
+    def command(output_dir, epochs):
+        return _command(model, str(data_dir), output_dir, epochs) + [
+            "--do_eval", "--eval_every_n_steps=25", "--early_stopping_patience=100",
+            "--save_checkpoints_steps=10", "--learning_rate=1e-3", "--noplot"]
+
+    for attempt, epochs in enumerate((1, 2, 4)):
+        killed_dir = str(tmp_path / ("killed%d" % attempt))
+        process = subprocess.Popen(command(killed_dir, epochs), cwd=REPO, env=_env(),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 300
+            while process.poll() is None and time.time() < deadline:
+                history = os.path.exists(os.path.join(killed_dir, "eval_history.jsonl")) \
+                    and _history(killed_dir)
+                if history and _recorded_step(killed_dir) > history[-1]["step"]:
+                    process.kill()
+                    break
+                time.sleep(0.02)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        if process.returncode == -9:
+            break
+    else:
+        pytest.fail("training always finished before it could be interrupted")
+    planned = -(-NUM_EXAMPLES * epochs // BATCH)
+    assert 0 < len(_history(killed_dir)) < planned // 25
+
+    resumed = _run(command(killed_dir, epochs))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    whole_dir = str(tmp_path / "whole")
+    whole = _run(command(whole_dir, epochs))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    def record(output_dir):
+        return [(e["step"], e["best_step"], e["evaluations_without_improvement"], e["stop"])
+                for e in _history(output_dir)]
+    assert record(killed_dir) == record(whole_dir)
+    assert record(whole_dir)[-1][0] == planned, record(whole_dir)
+    for killed, full in zip(_history(killed_dir), _history(whole_dir)):
+        assert killed["report"]["eval_loss"] == pytest.approx(full["report"]["eval_loss"],
+                                                              abs=1e-4)

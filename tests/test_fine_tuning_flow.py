@@ -139,3 +139,75 @@ def test_an_epoch_of_sequence_labelling_counts_windows_not_sentences(tmp_path):
     assert windows_per_sentence > 1 and count == len(rows)
     plan = distribution.plan_training(count, 1.0, 4, 1, 1, 0.1)
     assert plan.num_train_steps == int(len(rows) / 4)  # 1 epoch of windows
+
+
+def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
+    """Dev labels are the training labels inverted: the better the model learns,
+    the worse its dev loss. Evaluating every 4 steps with patience 2, training
+    stops at the third evaluation; the best is the first, and the final
+    evaluation and the export are that checkpoint's."""
+    import model_selection
+    model = write_tiny_model(str(tmp_path / "model"))
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    write_sentiment_csv(str(data_dir / "train.csv"), 64, seed=1)
+    with open(data_dir / "train.csv") as f:
+        rows = list(csv.reader(f))
+    with open(data_dir / "dev.csv", "w", newline="") as f:
+        csv.writer(f).writerows([rows[0]] + [["1" if label == "0" else "0", text]
+                                             for label, text in rows[1:25]])
+    examples = {split: _examples(str(data_dir / "train.csv"), split)
+                for split in ("train", "eval")}
+    task = classifier.ClassifierTask(examples, ["0", "1"])
+    out = str(tmp_path / "out")
+    options = run_options.RunOptions(
+        output_dir=out, max_seq_length=16, do_train=True, do_eval=True,
+        save_for_serving=True, train_batch_size=8, eval_batch_size=8, learning_rate=3e-3,
+        num_train_epochs=8.0, eval_every_n_steps=4, best_metric="eval_loss",
+        early_stopping_patience=2, log_every_n_steps=4, **model)
+    fine_tuning.run(task, options)
+
+    history = model_selection.read_history(out)
+    assert [e["step"] for e in history] == [4, 8, 12]
+    assert [e["evaluations_without_improvement"] for e in history] == [0, 1, 2]
+    assert [e["stop"] for e in history] == [False, False, True]
+    assert history[0]["report"]["eval_loss"] < history[2]["report"]["eval_loss"]
+    assert run_setup.latest_checkpoint(out).endswith("model.ckpt-12")  # not the 64 planned
+    best, record = model_selection.best_checkpoint(out)
+    assert record["step"] == 4 and best.endswith(os.path.join("best", "model.ckpt-4"))
+    with open(os.path.join(out, "eval_results.json")) as f:
+        final = json.load(f)
+    assert final["global_step"] == 4
+    assert final["eval_loss"] == pytest.approx(record["value"], rel=1e-6)
+    _, version_dir = export_layout.resolve_version_dir(os.path.join(out, "serving"))
+    exported = tf.saved_model.load(version_dir)
+    bias = [v for v in exported.variables if v.name.startswith("output_bias")][0]
+    np.testing.assert_array_equal(bias.numpy(),
+                                  tf.train.load_checkpoint(best).get_tensor("output_bias"))
+    assert os.path.getsize(os.path.join(out, model_selection.PLOT_FILE)) > 1000
+
+    # The same command again: early stopping is remembered, nothing trains.
+    fine_tuning.run(task, options)
+    assert len(model_selection.read_history(out)) == 3
+    assert run_setup.latest_checkpoint(out).endswith("model.ckpt-12")
+
+
+def test_evaluation_steps_and_the_best_so_far():
+    import model_selection
+    assert model_selection.evaluation_steps(10, 4) == [4, 8, 10]
+    assert model_selection.evaluation_steps(8, 4) == [4, 8]
+    assert model_selection.evaluation_steps(3, 4) == [3]
+    history = []
+    for step, accuracy in ((2, 0.6), (4, 0.7), (6, 0.65), (8, 0.7), (10, 0.8)):
+        history.append(model_selection.next_entry(history, step, {"accuracy": accuracy},
+                                                  "accuracy", patience=3))
+    assert [e["best_step"] for e in history] == [2, 4, 4, 4, 10]
+    assert [e["evaluations_without_improvement"] for e in history] == [0, 0, 1, 2, 0]
+    assert not any(e["stop"] for e in history)
+    losses = []
+    for step, loss in ((1, 0.5), (2, 0.6), (3, 0.55)):
+        losses.append(model_selection.next_entry(losses, step, {"eval_loss": loss},
+                                                 "eval_loss", patience=2))
+    assert [e["stop"] for e in losses] == [False, False, True]
+    with pytest.raises(InputError, match="--best_metric=f1: the evaluation reports accuracy"):
+        model_selection.next_entry([], 1, {"accuracy": 0.5}, "f1", patience=0)
