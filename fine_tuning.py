@@ -291,7 +291,7 @@ def train(estimator, task, options, prepared, num_replicas):
         model_selection.append_entry(options.output_dir, entry)
         history.append(entry)
         training.write_summaries(os.path.join(options.output_dir, "eval"), step, report)
-        console.info(model_selection.describe(entry, plan.num_train_steps))
+        console.info(model_selection.describe(entry, plan.num_train_steps, task.summary_keys))
         if options.plot:
             model_selection.plot_learning_curve(
                 options.output_dir, training.training_losses(options.output_dir), history)

@@ -137,10 +137,12 @@ def best_checkpoint(output_dir):
     return prefix, record
 
 
-def describe(entry, num_train_steps):
-    """One console line for an evaluation during training."""
-    shown = ", ".join("%s %.4f" % (name, value) for name, value in sorted(
-        entry["report"].items()) if name != "global_step" and isinstance(value, float))
+def describe(entry, num_train_steps, summary_keys=()):
+    """One console line for an evaluation during training: the best metric and
+    the task's `summary_keys` (the whole report is in eval_history.jsonl)."""
+    names = [entry["metric"]] + [k for k in summary_keys if k != entry["metric"]]
+    shown = ", ".join("%s %.4f" % (name, entry["report"][name]) for name in names
+                      if name in entry["report"])
     best = ("new best" if entry["improved"] else "best %.4f at step %d, %d evaluation(s) "
             "without improvement" % (entry["best_value"], entry["best_step"],
                                      entry["evaluations_without_improvement"]))
