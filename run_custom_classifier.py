@@ -16,9 +16,11 @@ from absl import flags  # noqa: E402
 import classifier  # noqa: E402
 import classifier_data  # noqa: E402
 import common_flags  # noqa: E402
+import console  # noqa: E402
 import fine_tuning  # noqa: E402
 import modeling  # noqa: E402
 import run_setup  # noqa: E402
+import text_windows  # noqa: E402
 from errors import InputError  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -34,6 +36,18 @@ flags.DEFINE_enum("serving_compat", None, sorted(classifier.SERVING_COMPAT),
                   "(input_ids, input_mask, segment_ids and label_ids, ignored) answered "
                   "with the probabilities alone. Default: this toolkit's signature.",
                   case_sensitive=False)
+flags.DEFINE_string("class_weights", None,
+                    "Training loss weight per label: 'balanced' (inverse frequency in the "
+                    "training file) or one number per label in label-list order, comma-"
+                    "separated. Single-label tasks.")
+flags.DEFINE_enum("long_text", "truncate", ["truncate", "windows"],
+                  "Texts longer than max_seq_length: truncate (Google's), or windows: "
+                  "overlapping windows, each trained with the text's label, answered per "
+                  "text by aggregating its windows (metrics count texts).")
+flags.DEFINE_integer("doc_stride", None, "--long_text=windows: tokens between the starts "
+                     "of a text's windows (default: half a window).")
+flags.DEFINE_enum("window_aggregation", "mean", list(text_windows.AGGREGATIONS),
+                  "--long_text=windows: mean or max of the windows' probabilities.")
 flags.DEFINE_float("multi_label_threshold", 0.5,
                    "Multi-label: a label is predicted when its probability reaches this.")
 # The custom task's options; None means "the processor's default".
@@ -108,17 +122,49 @@ def check_labels_vary(train_examples):
                          "--label_column)" % (FLAGS.data_dir, found.pop()))
 
 
+def label_weights(examples, label_list, options, multi_label):
+    """The --class_weights of a training run (None: unweighted), logged."""
+    if not FLAGS.class_weights:
+        return None
+    if not options.do_train or multi_label:
+        raise InputError("--class_weights weighs the training loss of a single-label "
+                         "task: %s" % ("it needs --do_train" if not options.do_train
+                                       else "this task is multi-label"))
+    weights = classifier.class_weights(FLAGS.class_weights,
+                                       [e.label for e in examples["train"]], label_list)
+    console.info("class weights: %s", ", ".join(
+        "%s %.4g" % (label, weight) for label, weight in zip(label_list, weights)))
+    return weights
+
+
 def main(_):
     options = common_flags.read_run_options()
     processor = make_processor()
     label_list = run_setup.choose_label_list(options.output_dir, options.do_train,
                                              lambda: processor.get_labels(FLAGS.data_dir))
+    examples = read_examples(processor, label_list, options)
     task = classifier.ClassifierTask(
-        read_examples(processor, label_list, options), label_list,
+        examples, label_list,
         multi_label=processor.is_multi_label, threshold=FLAGS.multi_label_threshold,
         pooling=FLAGS.pooling, label_separator=FLAGS.label_separator or "|",
-        task_name=FLAGS.task_name, serving_compat=FLAGS.serving_compat)
+        task_name=FLAGS.task_name, serving_compat=FLAGS.serving_compat,
+        label_weights=label_weights(examples, label_list, options, processor.is_multi_label),
+        **window_settings(options))
     fine_tuning.run(task, options)
+
+
+def window_settings(options):
+    """The ClassifierTask arguments of --long_text, --doc_stride, --window_aggregation."""
+    stride = FLAGS.doc_stride
+    if FLAGS.long_text != "windows":
+        if stride is not None:
+            raise InputError("--doc_stride applies to --long_text=windows")
+        return {}
+    if stride is None:
+        stride = max(1, (options.max_seq_length - 2) // 2)
+    text_windows.check_stride(stride, options.max_seq_length)
+    return {"long_text": "windows", "doc_stride": stride,
+            "window_aggregation": FLAGS.window_aggregation}
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import errors
 import export_layout
 import fileio
 import seq_labeling_data
+import text_windows
 import tokenization
 from errors import InputError
 
@@ -369,11 +370,35 @@ TaskKind = collections.namedtuple("TaskKind", ["encode", "results"])
 (the signature's inputs, layout); results(outputs, config, layout) -> [(record
 for JSON, TSV fields)] per pair. `outputs`: name -> per-row values."""
 
+def encode_classification(tokenizer, pairs, config):
+    """A classifier's inputs for `pairs`; an export trained with --long_text=windows
+    gets every window of every text, the layout saying whose window each is."""
+    if config.get("long_text") != "windows":
+        return encode(tokenizer, pairs, config["max_seq_length"]), None
+    texts_b = [b for _, b in pairs]
+    *arrays, text_index = text_windows.encode_windows(
+        tokenizer, [a for a, _ in pairs],
+        texts_b if any(b is not None for b in texts_b) else None,
+        config["max_seq_length"], config["doc_stride"])
+    return dict(zip(export_layout.SERVING_INPUTS, arrays)), (text_index, len(pairs))
+
+
+def classification_text_results(outputs, config, layout):
+    """classification_results per text: a long text's windows aggregated as the
+    export's training run did (mean or max of their probabilities)."""
+    if layout is not None:
+        text_index, num_texts = layout
+        if "probabilities" not in outputs or len(outputs["probabilities"]) != len(text_index):
+            raise ServingError("expected probabilities for each of the %d windows sent"
+                               % len(text_index))
+        outputs = {"probabilities": text_windows.aggregate(
+            outputs["probabilities"], text_index, num_texts,
+            config["window_aggregation"]).tolist()}
+    return classification_results(outputs, config)
+
+
 TASKS = {
-    "classification": TaskKind(
-        lambda tokenizer, pairs, config: (encode(tokenizer, pairs, config["max_seq_length"]),
-                                          None),
-        lambda outputs, config, layout: classification_results(outputs, config)),
+    "classification": TaskKind(encode_classification, classification_text_results),
     "token_classification": TaskKind(encode_words, token_classification_results),
 }
 

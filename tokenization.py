@@ -544,7 +544,7 @@ class FullTokenizer(object):
         ids = self._encode_heads(texts_a + present_b,
                                  need_a + [max_seq_length - 3] * len(present_b))
         ids_b = iter(ids[len(texts_a):])
-        return _pack_rows(ids[:len(texts_a)],
+        return pack_rows(ids[:len(texts_a)],
                           [None if text is None else next(ids_b) for text in texts_b],
                           max_seq_length, self.vocab["[CLS]"], self.vocab["[SEP]"])
 
@@ -650,7 +650,7 @@ def _text_head(text, need_tokens, chars_per_token=_HEAD_CHARS_PER_TOKEN):
     return text[:cut], True
 
 
-def _pack_rows(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+def pack_rows(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     """Builds the padded (input_ids, input_mask, segment_ids) int32 arrays."""
     n = len(ids_a)
     input_ids = np.zeros((n, max_seq_length), dtype=np.int32)

@@ -352,6 +352,26 @@ CASES = {
         classifier(eval_every_n_steps="10", extra=["--eval_every_epoch"]),
         ["--eval_every_n_steps or --eval_every_epoch, not both"]),
 
+    "classifier_class_weights_wrong_count": Case(
+        classifier(class_weights="1,2,3"),
+        ["--class_weights=1,2,3: expected 2 positive numbers, one per label"]),
+    "classifier_class_weights_without_training": Case(
+        lambda w, case: (lambda argv, watched: ([a for a in argv if a != "--do_train"],
+                                                watched))(
+            *classifier(class_weights="balanced")(w, case)),
+        ["--class_weights", "it needs --do_train"]),
+    "classifier_class_weights_multi_label": Case(
+        classifier(class_weights="balanced", extra=["--multi_label"]),
+        ["--class_weights", "multi-label"]),
+
+    "classifier_doc_stride_zero": Case(
+        classifier(long_text="windows", doc_stride="0"), ["--doc_stride=0: expected 1 to 14"]),
+    "classifier_doc_stride_without_windows": Case(
+        classifier(doc_stride="8"), ["--doc_stride applies to --long_text=windows"]),
+    "classifier_windows_multi_label": Case(
+        classifier(long_text="windows", extra=["--multi_label"]),
+        ["--long_text=windows: single-label tasks only"]),
+
     # run_seq_labeling.py
     "ner_line_without_label": Case(
         seq_labeling({"train.txt": "the\tO\ngood\nmusic\tI-POS\n"}),

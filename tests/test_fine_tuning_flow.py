@@ -211,3 +211,112 @@ def test_evaluation_steps_and_the_best_so_far():
     assert [e["stop"] for e in losses] == [False, False, True]
     with pytest.raises(InputError, match="--best_metric=f1: the evaluation reports accuracy"):
         model_selection.next_entry([], 1, {"accuracy": 0.5}, "f1", patience=0)
+
+
+def test_class_weights_balanced_and_explicit():
+    weights = classifier.class_weights("balanced", ["a"] * 9 + ["b"], ["a", "b"])
+    assert weights == pytest.approx([10 / 18.0, 10 / 2.0])  # n / (labels x count)
+    assert classifier.class_weights("1,2.5", [], ["a", "b"]) == [1.0, 2.5]
+    for spec in ("1", "1,2,3", "1,-2", "1,nan", "x,y"):
+        with pytest.raises(InputError, match="--class_weights=" + spec.replace("+", r"\+")):
+            classifier.class_weights(spec, [], ["a", "b"])
+    with pytest.raises(InputError, match="'c' have no training example"):
+        classifier.class_weights("balanced", ["a", "b"], ["a", "b", "c"])
+
+
+def test_weighted_training_loss_is_the_mean_of_weight_times_cross_entropy():
+    """The head's loss on a hand-made batch: logits from a known pooled vector."""
+    weights = [0.25, 4.0]
+    head_fn = classifier.make_head_fn(2, 0.0, pooling="mean", label_weights=weights)
+    graph = tf.Graph()
+    with graph.as_default():
+        class Model:  # what the head reads of BertModel: the token states
+            def get_sequence_output(self):
+                return tf.constant([[[1.0, 0.0]], [[0.0, 1.0]], [[1.0, 1.0]]])
+        features = {"input_mask": tf.ones([3, 1], tf.int32),
+                    "label_ids": tf.constant([[0], [1], [1]], tf.int32)}
+        head = head_fn(Model(), features, tf.estimator.ModeKeys.TRAIN)
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run([v.assign(value) for v, value in zip(
+                tf.compat.v1.global_variables(),
+                [np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([0.0, 0.5])])])
+            loss = session.run(head.loss)
+    logits = np.array([[1.0, 0.5], [0.0, 2.5], [1.0, 2.5]])
+    log_softmax = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    cross_entropy = -log_softmax[[0, 1, 2], [0, 1, 1]]
+    expected = np.mean(np.array([0.25, 4.0, 4.0]) * cross_entropy)
+    assert loss == pytest.approx(expected, rel=1e-5)
+
+
+def test_window_spans_and_aggregation():
+    import text_windows
+    assert text_windows.window_spans(5, 8, 4) == [(0, 5)]
+    assert text_windows.window_spans(10, 6, 3) == [(0, 6), (3, 9), (6, 10)]
+    assert text_windows.window_spans(12, 6, 6) == [(0, 6), (6, 12)]
+    spans = text_windows.window_spans(101, 14, 5)
+    covered = set(i for start, end in spans for i in range(start, end))
+    assert covered == set(range(101)) and spans[-1][1] == 101
+    probabilities = [[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.5, 0.5]]
+    mean = text_windows.aggregate(probabilities, [0, 0, 1, 0], 2, "mean")
+    np.testing.assert_allclose(mean, [[0.6, 0.4], [0.2, 0.8]])
+    top = text_windows.aggregate(probabilities, [0, 0, 1, 0], 2, "max")
+    np.testing.assert_allclose(top, [[0.9 / 1.5, 0.6 / 1.5], [0.2, 0.8]])
+
+
+def test_long_texts_as_windows_train_evaluate_and_serve_per_document(tmp_path):
+    """Documents of 20-40 words at max_seq_length 16: training counts windows,
+    evaluation and prediction count documents, and serving_client's windows and
+    mean aggregation over the export give the Estimator's per-document answer."""
+    import random
+    import serving_client
+    import tiny
+    model = write_tiny_model(str(tmp_path / "model"))
+    rng = random.Random(3)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    for name, count in (("train.csv", 40), ("dev.csv", 12), ("test.csv", 6)):
+        with open(data_dir / name, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["label", "sentence"])
+            for _ in range(count):
+                label = rng.choice(["0", "1"])
+                words = [rng.choice(tiny.TINY_WORDS[:9]) for _ in range(rng.randint(20, 40))]
+                words[rng.randrange(len(words))] = rng.choice(
+                    tiny.POSITIVE_WORDS if label == "1" else tiny.NEGATIVE_WORDS)
+                writer.writerow([label, " ".join(words)])
+    examples = {split: _examples(str(data_dir / "train.csv"), split)
+                for split in fine_tuning.SPLITS}
+    task = classifier.ClassifierTask(examples, ["0", "1"], long_text="windows", doc_stride=7)
+    options = run_options.RunOptions(
+        output_dir=str(tmp_path / "out"), max_seq_length=16, do_train=True, do_eval=True,
+        do_predict=True, save_for_serving=True, train_batch_size=8, eval_batch_size=8,
+        predict_batch_size=8, learning_rate=3e-3, num_train_epochs=2.0, **model)
+    tokenizer = _tokenizer(options)
+    _, rows, num_windows = fine_tuning.convert_examples(task, options, tokenizer)["train"]
+    assert num_windows == len(rows) > 2 * len(examples["train"])
+    fine_tuning.run(task, options)
+    out = options.output_dir
+    steps = int(num_windows / 8 * 2)  # Google's arithmetic, over windows
+    assert run_setup.latest_checkpoint(out).endswith("model.ckpt-%d" % steps)
+    with open(os.path.join(out, "eval_results.json")) as f:
+        assert json.load(f)["num_examples"] == 12  # documents, not windows
+    assert len(np.loadtxt(os.path.join(out, "test_results.tsv"), ndmin=2)) == 6
+    with open(os.path.join(out, "test_predictions.tsv")) as f:
+        estimator_rows = [line.rstrip("\n").split("\t") for line in f][1:]
+
+    _, version_dir = export_layout.resolve_version_dir(os.path.join(out, "serving"))
+    with open(os.path.join(version_dir, "assets.extra", "serving_config.json")) as f:
+        config = json.load(f)
+    assert (config["long_text"], config["doc_stride"]) == ("windows", 7)
+    pairs = [(e.text_a, None) for e in examples["predict"]]
+    features, layout = serving_client.encode_classification(tokenizer, pairs, config)
+    assert len(layout[0]) > len(pairs)
+    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    outputs = signature(**{k: tf.constant(v) for k, v in features.items()})
+    served = serving_client.classification_text_results(
+        {"probabilities": outputs["probabilities"].numpy().tolist()}, config, layout)
+    for (record, fields), row in zip(served, estimator_rows):
+        assert fields[0] == row[1]
+        np.testing.assert_allclose([float(p) for p in fields[1:]],
+                                   [float(p) for p in row[2:]], atol=2e-6)
