@@ -88,6 +88,11 @@ def define_run_flags():
                          "Without --use_gpu: replicas on the CPU (for machines without "
                          "GPUs and for testing the multi-replica path).")
 
+    define_tpu_flags()
+
+
+def define_tpu_flags():
+    """Google's TPU flags, so its command lines parse (TPUs are not supported)."""
     flags.DEFINE_bool("use_tpu", False, "Not supported; kept so old command lines parse.")
     for name in ("tpu_name", "tpu_zone", "gcp_project", "master"):
         flags.DEFINE_string(name, None, "TPU only; accepted and ignored.")

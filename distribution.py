@@ -13,8 +13,10 @@ Facts this module is built on (TensorFlow 2.15.1):
 """
 
 import collections
+import contextlib
 import json
 import math
+import os
 
 import tensorflow as tf
 
@@ -144,12 +146,39 @@ def resolve_runtime(options):
 
 
 def make_estimator(options, runtime, model_fn):
-    """An Estimator in options.output_dir over the runtime's devices (one process)."""
-    run_config = make_run_config(
-        options.output_dir, runtime.devices, use_xla=options.use_xla,
-        save_checkpoints_steps=options.save_checkpoints_steps,
-        keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
+    """An Estimator in options.output_dir over the runtime's devices (one process,
+    whatever TF_CONFIG says: RunConfig would otherwise read a cluster from it)."""
+    with without_tf_config():
+        run_config = make_run_config(
+            options.output_dir, runtime.devices, use_xla=options.use_xla,
+            save_checkpoints_steps=options.save_checkpoints_steps,
+            keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
     return tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+
+
+@contextlib.contextmanager
+def without_tf_config():
+    """Hides TF_CONFIG, so a RunConfig made inside describes this process alone."""
+    saved = os.environ.pop("TF_CONFIG", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["TF_CONFIG"] = saved
+
+
+def check_single_process(tf_config_text):
+    """InputError if TF_CONFIG is invalid or names a cluster of several workers.
+
+    The fine-tuning scripts train in one process (one machine, all its GPUs); a
+    multi-worker TF_CONFIG would otherwise be half-read by the Estimator after
+    files were written. A cluster of one task is a single process.
+    """
+    cluster = parse_tf_config(tf_config_text)
+    if cluster is not None and cluster.num_workers > 1:
+        raise InputError("TF_CONFIG names a cluster of %d workers, but fine-tuning runs in "
+                         "one process (one machine, all its GPUs): unset TF_CONFIG (several "
+                         "nodes: run_pretraining.py)" % cluster.num_workers)
 
 
 def make_session_config(devices, use_xla=False):

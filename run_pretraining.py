@@ -7,7 +7,6 @@ train synchronously (MultiWorkerMirroredStrategy); the chief writes
 checkpoints, summaries and eval results. See docs/pretraining.md.
 """
 
-import contextlib
 import os
 import shutil
 
@@ -76,17 +75,6 @@ def local_runtime(options, cluster):
     return runtime
 
 
-@contextlib.contextmanager
-def without_tf_config():
-    """Hides TF_CONFIG, so a RunConfig made inside describes this process alone."""
-    saved = os.environ.pop("TF_CONFIG", None)
-    try:
-        yield
-    finally:
-        if saved is not None:
-            os.environ["TF_CONFIG"] = saved
-
-
 def train(options, model_fn, runtime, cluster, strategy, plan, input_files):
     skip = run_setup.resume_position(options.output_dir, plan)
     if skip is None:
@@ -97,8 +85,7 @@ def train(options, model_fn, runtime, cluster, strategy, plan, input_files):
         shuffle_buffer=FLAGS.shuffle_buffer_size)
     console.info(distribution.describe_step_plan(plan))
     if cluster is None:
-        with without_tf_config():
-            estimator = distribution.make_estimator(options, runtime, model_fn)
+        estimator = distribution.make_estimator(options, runtime, model_fn)
         training.train(estimator, input_fn, plan.num_train_steps)
         return
     run_config = distribution.make_multi_worker_run_config(
@@ -120,8 +107,7 @@ def train(options, model_fn, runtime, cluster, strategy, plan, input_files):
 
 
 def evaluate(options, model_fn, runtime, eval_files):
-    with without_tf_config():
-        estimator = distribution.make_estimator(options, runtime, model_fn)
+    estimator = distribution.make_estimator(options, runtime, model_fn)
     results = estimator.evaluate(
         pretraining.make_eval_input_fn(eval_files, options.max_seq_length,
                                        FLAGS.max_predictions_per_seq, options.eval_batch_size),

@@ -18,7 +18,8 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRELOAD = ["tensorflow", "classifier", "classifier_data", "common_flags", "fine_tuning",
            "reranking", "seq_labeling", "seq_labeling_data", "pretraining",
-           "pretraining_writer", "run_setup", "serving_client", "convert_hf_checkpoint"]
+           "pretraining_writer", "run_setup", "serving_client", "convert_hf_checkpoint",
+           "feature_extraction"]
 
 Result = collections.namedtuple("Result", ["command", "returncode", "stdout", "stderr",
                                            "before", "after"])

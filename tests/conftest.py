@@ -24,3 +24,15 @@ def corpora_dir():
 @pytest.fixture(scope="session")
 def tweet_ner_file():
     return assets.tweet_ner_file()
+
+
+@pytest.fixture(scope="session")
+def minilm_checkpoint(minilm_dir, tmp_path_factory):
+    """The real all-MiniLM-L6-v2 converted to Google's layout (once per session):
+    dict(vocab_file, bert_config_file, init_checkpoint)."""
+    import convert_hf_checkpoint
+    out = str(tmp_path_factory.mktemp("minilm") / "converted")
+    convert_hf_checkpoint.convert(minilm_dir, out)
+    return {"vocab_file": os.path.join(out, "vocab.txt"),
+            "bert_config_file": os.path.join(out, "bert_config.json"),
+            "init_checkpoint": os.path.join(out, "bert_model.ckpt")}

@@ -89,7 +89,7 @@ def _out(case):
 
 # -- scripts and their good command lines ------------------------------------------
 
-def classifier(script="run_classifier.py", data=None, extra=(), **flags):
+def classifier(script="run_classifier.py", data=None, extra=(), env=None, **flags):
     """A good run_classifier.py command on the world's data, changed by `flags`."""
     def setup(w, case):
         values = dict(task_name="custom", data_dir=data(w, case) if data else w.cls_data,
@@ -99,7 +99,7 @@ def classifier(script="run_classifier.py", data=None, extra=(), **flags):
         argv = ([script] + w.model_args
                 + ["--%s=%s" % kv for kv in values.items() if kv[1] is not None]
                 + ["--do_train", "--do_eval"] + list(extra))
-        return argv, [_out(case)]
+        return argv, [_out(case)], None, env
     return setup
 
 
@@ -149,6 +149,19 @@ def pretraining_data(corpus=None, output=None, **flags):
                       max_predictions_per_seq="3", num_workers="1")
         values.update(flags)
         argv = (["create_pretraining_data.py"] + ["--%s=%s" % kv for kv in values.items()])
+        return argv, [os.path.join(case, "out")]
+    return setup
+
+
+def extractor(lines="the movie was good .\n", output="out/x.jsonl", **flags):
+    def setup(w, case):
+        path = _files(case, {"in.txt": lines})
+        values = dict(input_file=os.path.join(path, "in.txt"),
+                      output_file=os.path.join(case, output), max_seq_length="16",
+                      layers="-1,-2")  # the tiny model has 2 layers
+        values.update(flags)
+        argv = (["extract_features.py"] + w.model_args
+                + ["--%s=%s" % kv for kv in values.items() if kv[1] is not None])
         return argv, [os.path.join(case, "out")]
     return setup
 
@@ -337,8 +350,8 @@ CASES = {
         ["{case}/glue/train.tsv:2"]),
 
     "classifier_eval_during_training_without_do_eval": Case(
-        lambda w, case: (lambda argv, watched: ([a for a in argv if a != "--do_eval"],
-                                                watched))(
+        lambda w, case: (lambda argv, watched, *_: ([a for a in argv if a != "--do_eval"],
+                                                    watched))(
             *classifier(eval_every_n_steps="10")(w, case)),
         ["--eval_every_n_steps evaluates the dev set during training", "--do_eval"]),
     "classifier_eval_every_negative": Case(
@@ -356,14 +369,26 @@ CASES = {
         classifier(class_weights="1,2,3"),
         ["--class_weights=1,2,3: expected 2 positive numbers, one per label"]),
     "classifier_class_weights_without_training": Case(
-        lambda w, case: (lambda argv, watched: ([a for a in argv if a != "--do_train"],
-                                                watched))(
+        lambda w, case: (lambda argv, watched, *_: ([a for a in argv if a != "--do_train"],
+                                                    watched))(
             *classifier(class_weights="balanced")(w, case)),
         ["--class_weights", "it needs --do_train"]),
     "classifier_class_weights_multi_label": Case(
         classifier(class_weights="balanced", extra=["--multi_label"]),
         ["--class_weights", "multi-label"]),
 
+    "classifier_tf_config_not_json": Case(
+        classifier(env={"TF_CONFIG": "{cluster"}), ["TF_CONFIG is not valid JSON"]),
+    "classifier_tf_config_task_not_in_cluster": Case(
+        classifier(env={"TF_CONFIG": json.dumps({
+            "cluster": {"worker": ["localhost:1", "localhost:2"]},
+            "task": {"type": "chief", "index": 0}})}),
+        ["TF_CONFIG: task type 'chief' is not a job of the cluster"]),
+    "classifier_tf_config_of_several_workers": Case(
+        classifier(env={"TF_CONFIG": json.dumps({
+            "cluster": {"worker": ["localhost:1", "localhost:2"]},
+            "task": {"type": "worker", "index": 1}})}),
+        ["TF_CONFIG names a cluster of 2 workers", "fine-tuning runs in one process"]),
     "classifier_doc_stride_zero": Case(
         classifier(long_text="windows", doc_stride="0"), ["--doc_stride=0: expected 1 to 14"]),
     "classifier_doc_stride_without_windows": Case(
@@ -519,6 +544,29 @@ CASES = {
         lambda w, case: (["convert_hf_checkpoint.py", "--hf_dir=" + w.hf_dir], [case]),
         ["--output_dir"]),
 
+    # extract_features.py
+    "extract_input_missing": Case(
+        extractor(input_file="/nonexistent/in.txt"), ["/nonexistent/in.txt"]),
+    "extract_input_empty": Case(extractor(lines=""), ["{case}/in.txt: the file is empty"]),
+    "extract_input_not_utf8": Case(
+        extractor(lines=b"good\nthe caf\xe9\n"), ["{case}/in.txt:2: not valid utf-8"]),
+    "extract_layers_not_integers": Case(
+        extractor(layers="-1,last"), ["--layers=-1,last: expected comma-separated integers"]),
+    "extract_layer_out_of_range": Case(
+        extractor(layers="-3"), ["--layers=-3: the model has 2 layers"]),
+    "extract_output_under_a_file": Case(
+        lambda w, case: extractor(output_file=os.path.join(_file_under_parent_file(case),
+                                                           "x.jsonl"))(w, case),
+        ["--output_file={case}/parent/out/x.jsonl cannot be written: {case}/parent is a file"]),
+    "extract_npy_without_pooling": Case(
+        extractor(output="out/x.npy"), ["add --pooling=mean|cls"]),
+    "extract_normalize_without_pooling": Case(
+        extractor(normalize="true"), ["--normalize applies to --pooling"]),
+    "extract_batch_size_zero": Case(extractor(batch_size="0"), ["--batch_size must be >= 1"]),
+    "extract_unknown_pooling": Case(extractor(pooling="max"), ["--pooling"]),
+    "extract_sequence_longer_than_positions": Case(
+        extractor(max_seq_length="100"), ["--max_seq_length=100"]),
+
     # serving_server.py (start-up)
     "server_base_path_missing": Case(server(), ["{case}/none"]),
     "server_base_path_without_versions": Case(
@@ -583,5 +631,5 @@ def test_the_table_covers_every_script_with_over_a_hundred_cases():
     from test_classifier_bad_input import CASES as CLASSIFIER_CASES
     scripts = {name.split("_")[0] for name in CASES}
     assert scripts >= {"classifier", "ner", "rerank", "pretraining", "data", "convert",
-                       "server", "client"}
+                       "extract", "server", "client"}
     assert len(CASES) + len(CLASSIFIER_CASES) >= 100
