@@ -17,7 +17,6 @@ import itertools  # noqa: E402
 import json  # noqa: E402
 import tempfile  # noqa: E402
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 

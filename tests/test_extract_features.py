@@ -69,7 +69,8 @@ def test_googles_layout_and_bert_models_values(tmp_path):
 def test_minilm_mean_pooled_normalized_vectors_equal_sentence_transformers(
         minilm_checkpoint, tmp_path):
     reference = np.load(os.path.join(FIXTURES, "minilm_reference.npz"))
-    (tmp_path / "in.txt").write_text("\n".join(str(t) for t in reference["texts"]) + "\n")
+    texts = [str(text) for text in reference["texts"]]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
     out = tmp_path / "vectors.npy"
     result = run_extract(minilm_checkpoint, tmp_path / "in.txt", out, "--pooling=mean", "--normalize",
                          "--max_seq_length=32", "--batch_size=2")
