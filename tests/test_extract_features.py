@@ -72,8 +72,8 @@ def test_minilm_mean_pooled_normalized_vectors_equal_sentence_transformers(
     texts = [str(text) for text in reference["texts"]]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
     out = tmp_path / "vectors.npy"
-    result = run_extract(minilm_checkpoint, tmp_path / "in.txt", out, "--pooling=mean", "--normalize",
-                         "--max_seq_length=32", "--batch_size=2")
+    result = run_extract(minilm_checkpoint, tmp_path / "in.txt", out, "--pooling=mean",
+                         "--normalize", "--max_seq_length=32", "--batch_size=2")
     assert result.returncode == 0, result.stderr[-3000:]
     vectors = np.load(out)
     mask = reference["input_mask"][:, :, None].astype(np.float64)
