@@ -80,15 +80,18 @@ def define_run_flags():
                       "Compute precision of evaluation, prediction and the exported "
                       "SavedModel.")
     flags.DEFINE_bool("use_xla", False, "Compile the graph with XLA (JIT).")
+    define_device_flags()
+    define_tpu_flags()
 
+
+def define_device_flags():
+    """Where the model runs: --use_gpu, --num_gpu_cores, --num_cpu_replicas."""
     flags.DEFINE_bool("use_gpu", False, "Run on GPUs (MirroredStrategy with NCCL when "
                       "num_gpu_cores > 1).")
     flags.DEFINE_integer("num_gpu_cores", 1, "GPUs to use with --use_gpu.")
     flags.DEFINE_integer("num_cpu_replicas", 1,
                          "Without --use_gpu: replicas on the CPU (for machines without "
                          "GPUs and for testing the multi-replica path).")
-
-    define_tpu_flags()
 
 
 def define_tpu_flags():

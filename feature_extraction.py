@@ -4,29 +4,40 @@ Two outputs:
 - Google's layout (extract_features.py of google-research/bert): a JSON line per
   input line, {"linex_index": i, "features": [{"token": t, "layers": [{"index":
   k, "values": [...]}]}]} for every token of the sequence ([CLS] and [SEP]
-  included), values rounded to 6 decimals;
+  included), values rounded as Google's script rounds them, round(x, 6);
 - one sentence vector per line (`pooling` "mean" or "cls"), optionally
   L2-normalised: mean pooling + normalisation is what sentence-transformers
   computes for models such as all-MiniLM-L6-v2.
 
 Input lines are one text, or a pair written `text_a ||| text_b`, as Google's
-script reads them. Everything streams: a batch of lines in, its results out.
+script reads them. Everything streams: lines are read a batch at a time, each
+batch goes to one replica (several replicas run a batch each per step, with
+one copy of the weights per device), and its results are written before the
+next lines are read.
 """
 
+import contextlib
 import json
+import os
 import re
+import tempfile
 
 import numpy as np
 import tensorflow as tf
 
+import distribution
+import fileio
 import modeling
 from errors import InputError
 
 tf1 = tf.compat.v1
 
 POOLINGS = ("mean", "cls")
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
+
+# -- input ----------------------------------------------------------------------------
 
 def split_line(line):
     """(text_a, text_b or None) of an input line, Google's way (' ||| ' splits)."""
@@ -51,51 +62,167 @@ def parse_layers(text, num_hidden_layers):
     return layers
 
 
-def build_graph(bert_config, layers, pooling=None, normalize=False):
-    """Placeholders and outputs of the extraction graph (call in a fresh tf.Graph).
+def read_batches(path, batch_size):
+    """Yields (index of the first line, [(text_a, text_b or None)]) for every
+    `batch_size` lines of the file, reading lazily.
 
-    Returns (inputs, outputs): inputs name -> int32 placeholder [batch, seq];
-    outputs: "layers" float32 [len(layers), batch, seq, hidden], or with
-    `pooling` "vectors" float32 [batch, hidden].
+    Every line is an example, a blank one too, as in Google's script, so
+    `linex_index` is the 0-based line number. InputError (naming the file and
+    line) for a missing or undecodable file, or one without any line.
     """
-    # [batch, seq]: a batch may be cut to its longest row (seq <= max_seq_length).
-    inputs = {name: tf1.placeholder(tf.int32, [None, None], name)
-              for name in ("input_ids", "input_mask", "segment_ids")}
+    lines = (split_line(text) for _, text in fileio.decoded_lines(path))
+    first_index = 0
+    for batch in fileio.chunks(lines, batch_size):
+        yield first_index, batch
+        first_index += len(batch)
+    if first_index == 0:
+        raise InputError("--input_file=%s: the file is empty; expected one text per line "
+                         "(or text_a ||| text_b)" % path)
+
+
+def encode_lines(tokenizer, pairs, max_seq_length):
+    """The model's inputs for one batch, each int32 [len(pairs), longest row].
+
+    pairs: [(text_a, text_b or None)]. Rows are Google's: [CLS] a [SEP], or
+    [CLS] a [SEP] b [SEP] when b has tokens left after truncation (so a b
+    that tokenizes to nothing, or is truncated away, gives a single-text
+    row). Columns past the longest row are only padding, which the
+    attention mask hides, so they are cut off.
+    """
+    texts_b = [b for _, b in pairs]
+    arrays = list(tokenizer.encode_pairs([a for a, _ in pairs],
+                                         texts_b if any(b is not None for b in texts_b)
+                                         else None, max_seq_length))
+    input_ids, input_mask, segment_ids = arrays
+    # A pair row whose b part is only its final [SEP] is a single text to Google.
+    b_less = [row for row, b in enumerate(texts_b)
+              if b is not None and segment_ids[row].sum() == 1]
+    if b_less:
+        b_ids = tokenizer.encode_batch([texts_b[row] for row in b_less])
+        redo = [row for row, ids in zip(b_less, b_ids) if not ids]
+        for row in set(b_less) - set(redo):  # b truncated away: drop its [SEP]
+            last = int(input_mask[row].sum()) - 1
+            input_ids[row, last] = input_mask[row, last] = segment_ids[row, last] = 0
+        if redo:  # b without tokens: a alone, truncated for a single text
+            singles = tokenizer.encode_pairs([pairs[row][0] for row in redo], None,
+                                             max_seq_length)
+            for array, single in zip(arrays, singles):
+                array[redo] = single
+    longest = int(input_mask.sum(axis=1).max()) if len(pairs) else 0
+    return {name: array[:, :longest] for name, array in zip(FEATURE_NAMES, arrays)}
+
+
+# -- the graph ------------------------------------------------------------------------
+
+def input_placeholders():
+    """int32 placeholders input_ids, input_mask, segment_ids of shape [batch, seq]
+    (seq: any length up to max_seq_length; batches are cut to their longest row)."""
+    return {name: tf1.placeholder(tf.int32, [None, None], name) for name in FEATURE_NAMES}
+
+
+def extraction_outputs(bert_config, inputs, layers, pooling=None, normalize=False):
+    """What BERT gives for `inputs` (see input_placeholders).
+
+    Returns {"layers": float32 [len(layers), batch, seq, hidden]} (the encoder
+    layers `layers` index), or with `pooling` {"vectors": float32 [batch,
+    hidden]}: the mean of the last layer over the real tokens, or its [CLS]
+    state; L2-normalised with `normalize`.
+    """
     model = modeling.BertModel(bert_config, False, inputs["input_ids"], inputs["input_mask"],
                                inputs["segment_ids"], compute_dtype=tf.float32)
     if pooling is None:
         encoder = model.get_all_encoder_layers()
-        return inputs, {"layers": tf.stack([encoder[index] for index in layers])}
+        return {"layers": tf.stack([encoder[index] for index in layers])}
     if pooling == "mean":
         vectors = modeling.sentence_vector(model, inputs["input_mask"], "mean")
     else:
         vectors = model.get_sequence_output()[:, 0]  # the [CLS] token's state
     if normalize:
         vectors = tf.math.l2_normalize(vectors, axis=-1, epsilon=1e-12)
-    return inputs, {"vectors": vectors}
+    return {"vectors": vectors}
+
+
+def build_replicas(bert_config, init_checkpoint, devices, layers, pooling=None,
+                   normalize=False):
+    """One extraction graph per device, weights from `init_checkpoint` (call in a
+    fresh tf.Graph, then run tf1.global_variables_initializer()).
+
+    Several devices: a MirroredStrategy keeps one copy of the weights on each
+    and builds the model once per replica, as it does in training. Returns
+    [(inputs, outputs)] in device order (see input_placeholders and
+    extraction_outputs); a replica's outputs depend on its own inputs only.
+    """
+    def replica_graph(inputs):
+        outputs = extraction_outputs(bert_config, inputs, layers, pooling, normalize)
+        modeling.init_from_checkpoint(init_checkpoint)
+        return outputs
+
+    strategy = distribution.make_strategy(devices)
+    if strategy is None:
+        inputs = input_placeholders()
+        return [(inputs, replica_graph(inputs))]
+    replica_inputs = []
+
+    def placeholders_of(context):
+        with tf.device(devices[context.replica_id_in_sync_group]):
+            replica_inputs.append(input_placeholders())
+        return replica_inputs[-1]
+
+    with strategy.scope():
+        per_replica = strategy.experimental_distribute_values_from_function(placeholders_of)
+        outputs = strategy.run(replica_graph, args=(per_replica,))
+    per_device = {name: strategy.experimental_local_results(value)
+                  for name, value in outputs.items()}
+    return [(inputs, {name: values[index] for name, values in per_device.items()})
+            for index, inputs in enumerate(replica_inputs)]
+
+
+def run_step(session, replicas, feeds):
+    """Runs batch i of `feeds` on replica i (len(feeds) <= len(replicas)), all at
+    once; returns each batch's outputs as numpy arrays, in order.
+
+    Replica i computes exactly what one replica alone computes for the same
+    batch, so the output does not depend on the number of replicas.
+    """
+    feed_dict, fetches = {}, []
+    for (inputs, outputs), feed in zip(replicas, feeds):
+        feed_dict.update({inputs[name]: feed[name] for name in FEATURE_NAMES})
+        fetches.append(outputs)
+    return session.run(fetches, feed_dict)
+
+
+# -- output ---------------------------------------------------------------------------
+
+def tokens_of(tokenizer, input_ids, input_mask):
+    """Each row's token strings (its real positions), from the ids fed to the model."""
+    return [tokenizer.convert_ids_to_tokens([int(i) for i in ids[:int(mask.sum())]])
+            for ids, mask in zip(input_ids, input_mask)]
 
 
 def google_json_lines(first_index, tokens, layer_values, layers):
-    """Google's JSON line per text.
+    """Google's JSON line per text, formatted as its script formats it.
 
     tokens: per text, its tokens ([CLS] ... [SEP]); layer_values: float32
     [len(layers), batch, seq, hidden] for the same texts; layers: the indexes
     as given on the command line (written as "index").
     """
     for row, text_tokens in enumerate(tokens):
-        features = []
-        for position, token in enumerate(text_tokens):
-            features.append({"token": token, "layers": [
-                {"index": layer, "values": [round(float(x), 6)
-                                            for x in layer_values[k, row, position]]}
-                for k, layer in enumerate(layers)]})
+        # tolist() gives the same Python floats as float(x), without a numpy
+        # scalar per value; round(x, 6) is Google's rounding.
+        per_layer = [layer_values[k, row, :len(text_tokens)].tolist()
+                     for k in range(len(layers))]
+        features = [{"token": token, "layers": [
+            {"index": layer, "values": [round(x, 6) for x in per_layer[k][position]]}
+            for k, layer in enumerate(layers)]} for position, token in enumerate(text_tokens)]
         yield json.dumps({"linex_index": first_index + row, "features": features})
 
 
-def tokens_of(tokenizer, input_ids, input_mask):
-    """Each row's token strings (its real positions), from the ids fed to the model."""
-    return [tokenizer.convert_ids_to_tokens([int(i) for i in ids[:int(mask.sum())]])
-            for ids, mask in zip(input_ids, input_mask)]
+def vector_json_lines(first_index, vectors):
+    """{"linex_index": i, "embedding": [...]} per row of float32 [batch, hidden],
+    values rounded as in Google's layout."""
+    for row, vector in enumerate(vectors.tolist()):
+        yield json.dumps({"linex_index": first_index + row,
+                          "embedding": [round(x, 6) for x in vector]})
 
 
 class NpyRows:
@@ -133,3 +260,28 @@ class NpyRows:
             if not chunk:
                 return self._rows
             target.write(chunk)
+
+
+@contextlib.contextmanager
+def open_output(path, to_lines=None):
+    """Yields write(first_index, feed, outputs), which writes one batch's results.
+
+    to_lines(first_index, feed, outputs) -> JSON lines: a JSON Lines file;
+    None: outputs["vectors"] rows into a .npy file. Everything goes to a
+    temporary file renamed to `path` only when the block ends without an
+    exception, so a failed run leaves nothing behind (nor a folder it made).
+    """
+    with fileio.new_folders_removed_on_failure(os.path.dirname(os.path.abspath(path))), \
+            fileio.atomic_path(path) as temporary:
+        if to_lines is not None:
+            with open(temporary, "w", encoding="utf-8") as f:
+                yield lambda first, feed, outputs: f.writelines(
+                    line + "\n" for line in to_lines(first, feed, outputs))
+            return
+        # The rows wait in an anonymous file (gone whatever happens) until
+        # their count, which the .npy header states, is known.
+        with tempfile.TemporaryFile(dir=os.path.dirname(temporary)) as spill:
+            npy = NpyRows(spill)
+            yield lambda first, feed, outputs: npy.write(outputs["vectors"])
+            with open(temporary, "wb") as target:
+                npy.finish(target)

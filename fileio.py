@@ -246,3 +246,38 @@ def write_results(results, output_dir, name):
                           json.dumps(payload, indent=2, sort_keys=True) + "\n")
     write_text_atomically(os.path.join(output_dir, name + ".txt"),
                           "".join("%s = %s\n" % (k, payload[k]) for k in sorted(payload)))
+
+
+@contextlib.contextmanager
+def new_folders_removed_on_failure(folder):
+    """Makes `folder` (and missing parents); if the block then fails, removes the
+    folders it made that are still empty, so a failed run leaves no trace."""
+    missing = []
+    if not is_remote(folder):
+        path = os.path.abspath(folder)
+        while not os.path.exists(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+    makedirs(folder)
+    try:
+        yield
+    except BaseException:
+        for path in missing:  # deepest first
+            try:
+                os.rmdir(path)
+            except OSError:
+                break  # not empty (or gone): keep it and its parents
+        raise
+
+
+def count_lines(path, block_size=1 << 20):
+    """Lines of a local file, counting a last line without a newline; None for a
+    remote one (not worth reading twice). Reads blocks, whatever the size."""
+    if is_remote(path):
+        return None
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(block_size), b""):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
