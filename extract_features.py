@@ -125,7 +125,7 @@ def main(_):
                                            FLAGS.num_cpu_replicas)
     batches = line_batches()
     total = fileio.count_lines(FLAGS.input_file)
-    what = ("%s vectors%s" % (FLAGS.pooling, ", normalized" if FLAGS.normalize else "")
+    what = ("%s%s vectors" % ("normalized " if FLAGS.normalize else "", FLAGS.pooling)
             if FLAGS.pooling else "layers %s" % FLAGS.layers)
     console.info("extracting %s of %s line(s) on %d replica(s) (%s), batches of %d line(s), "
                  "to %s", what, total if total is not None else "the", len(devices),
