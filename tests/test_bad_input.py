@@ -562,7 +562,8 @@ CASES = {
         extractor(output="out/x.npy"), ["add --pooling=mean|cls"]),
     "extract_normalize_without_pooling": Case(
         extractor(normalize="true"), ["--normalize applies to --pooling"]),
-    "extract_batch_size_zero": Case(extractor(batch_size="0"), ["--batch_size must be >= 1"]),
+    "extract_batch_size_zero": Case(extractor(batch_size="0"),
+                                    ["--batch_size must be a whole number >= 1, got 0"]),
     "extract_unknown_pooling": Case(extractor(pooling="max"), ["--pooling"]),
     "extract_sequence_longer_than_positions": Case(
         extractor(max_seq_length="100"), ["--max_seq_length=100"]),
