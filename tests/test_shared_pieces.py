@@ -217,3 +217,34 @@ def test_pooling_flag_offers_the_modes_modeling_builds():
     flag_values = flags.FlagValues()
     common_flags.define_pooling_flag(modeling.POOLING_MODES, flag_values)
     assert tuple(flag_values["pooling"].parser.enum_values) == modeling.POOLING_MODES
+
+
+def test_count_lines_counts_a_last_line_without_newline(tmp_path):
+    import fileio
+    path = str(tmp_path / "lines.txt")
+    for content, expected in ((b"", 0), (b"a\n", 1), (b"a\nb", 2), (b"\n\n", 2),
+                              (b"x" * 10 + b"\n" + b"y" * 5, 2)):
+        with open(path, "wb") as f:
+            f.write(content)
+        # A block size of 3 puts newlines on block edges.
+        assert fileio.count_lines(path, block_size=3) == expected, content
+
+
+def test_a_failed_block_removes_only_the_folders_it_made(tmp_path):
+    import fileio
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    target = kept / "new" / "deeper"
+    with pytest.raises(RuntimeError):
+        with fileio.new_folders_removed_on_failure(str(target)):
+            assert target.is_dir()
+            raise RuntimeError("a bad line")
+    assert os.listdir(str(kept)) == []
+    with pytest.raises(RuntimeError):
+        with fileio.new_folders_removed_on_failure(str(target)):
+            (kept / "new" / "other.txt").write_text("not ours")
+            raise RuntimeError("a bad line")
+    assert sorted(os.listdir(str(kept / "new"))) == ["other.txt"]  # "deeper" went
+    with fileio.new_folders_removed_on_failure(str(target)):
+        pass
+    assert target.is_dir()
