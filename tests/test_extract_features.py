@@ -48,33 +48,39 @@ def write_lines(path, lines):
     return path
 
 
+GOOD_RUNS = {  # name -> (output file, flags)
+    "google_batch_1": ("out1.jsonl", ["--max_seq_length=16", "--layers=-1,0",
+                                      "--batch_size=1", "--use_tpu"]),
+    "google_batch_2": ("out2.jsonl", ["--max_seq_length=16", "--layers=-1,0",
+                                      "--batch_size=2"]),
+    "google_batch_2_replicas_2": ("new/folder/out2r2.jsonl", [
+        "--max_seq_length=16", "--layers=-1,0", "--batch_size=2", "--num_cpu_replicas=2"]),
+    "mean_npy": ("mean.npy", ["--pooling=mean", "--normalize", "--batch_size=4",
+                              "--max_seq_length=16"]),
+    "mean_npy_replicas_2": ("mean_r2.npy", ["--pooling=mean", "--normalize", "--batch_size=4",
+                                            "--max_seq_length=16", "--num_cpu_replicas=2"]),
+    "cls_jsonl": ("cls.jsonl", ["--pooling=cls", "--batch_size=4", "--max_seq_length=16"]),
+}
+
+
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    """name -> (bad_input.Result, output path) of the tiny model's good runs."""
-    root = tmp_path_factory.mktemp("extract")
-    model = write_tiny_model(str(root / "model"))
-    lines = write_lines(str(root / "in.txt"), LINES)
-    settings = ["--max_seq_length=16", "--layers=-1,0"]
-    runs = {
-        "google_batch_1": ("out1.jsonl", settings + ["--batch_size=1", "--use_tpu"]),
-        "google_batch_2": ("out2.jsonl", settings + ["--batch_size=2"]),
-        "google_batch_2_replicas_2": ("new/folder/out2r2.jsonl",
-                                      settings + ["--batch_size=2", "--num_cpu_replicas=2"]),
-        "mean_npy": ("mean.npy", ["--pooling=mean", "--normalize", "--batch_size=4",
-                                  "--max_seq_length=16"]),
-        "mean_npy_replicas_2": ("mean_r2.npy", ["--pooling=mean", "--normalize",
-                                                "--batch_size=4", "--max_seq_length=16",
-                                                "--num_cpu_replicas=2"]),
-        "cls_jsonl": ("cls.jsonl", ["--pooling=cls", "--batch_size=4", "--max_seq_length=16"]),
-    }
-    names = list(runs)
-    outputs = [str(root / runs[name][0]) for name in names]
-    results = bad_input.run_commands(
-        [extract_command(model, lines, out, *runs[name][1]) for name, out in zip(names, outputs)],
-        [[] for _ in names])
-    for result in results:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return model, dict(zip(names, zip(results, outputs)))
+    """(model, root, runs) after running the GOOD_RUNS and the bad_cases on the tiny
+    model in one forked runner. runs: name -> (bad_input.Result, the output path of
+    a good run or the expected parts of a bad case's error line)."""
+    root = str(tmp_path_factory.mktemp("extract"))
+    model = write_tiny_model(os.path.join(root, "model"))
+    lines = write_lines(os.path.join(root, "in.txt"), LINES)
+    commands = {name: (extract_command(model, lines, os.path.join(root, output), *flags), [],
+                       os.path.join(root, output))
+                for name, (output, flags) in GOOD_RUNS.items()}
+    commands.update(bad_cases(root, model))
+    results = bad_input.run_commands([argv for argv, _, _ in commands.values()],
+                                     [watched for _, watched, _ in commands.values()])
+    runs = {name: (result, commands[name][2]) for name, result in zip(commands, results)}
+    for name in GOOD_RUNS:
+        assert runs[name][0].returncode == 0, runs[name][0].stderr[-3000:]
+    return model, root, runs
 
 
 def read_text(path):
@@ -124,7 +130,7 @@ def googles_line(unique_id, tokens, all_layers, layer_indexes):
 
 
 def test_googles_layout_is_byte_for_byte_googles_formatting_of_bert_model(tiny_runs):
-    model, runs = tiny_runs
+    model, _, runs = tiny_runs
     result, path = runs["google_batch_1"]
     assert "--use_tpu: TPU flags are ignored" in result.stderr
     written = read_text(path).splitlines()
@@ -149,7 +155,7 @@ def test_googles_layout_is_byte_for_byte_googles_formatting_of_bert_model(tiny_r
 
 
 def test_batches_change_no_token_and_values_only_by_float_rounding(tiny_runs):
-    _, runs = tiny_runs
+    _, _, runs = tiny_runs
     one = [json.loads(line) for line in read_text(runs["google_batch_1"][1]).splitlines()]
     two = [json.loads(line) for line in read_text(runs["google_batch_2"][1]).splitlines()]
     assert [[f["token"] for f in r["features"]] for r in one] == \
@@ -168,7 +174,7 @@ def test_batches_change_no_token_and_values_only_by_float_rounding(tiny_runs):
     # In batches of 4: one step, 4 lines on replica 0 and 2 on replica 1.
     ("mean_npy", "mean_npy_replicas_2")])
 def test_two_replicas_write_the_same_bytes_as_one(tiny_runs, one, two):
-    _, runs = tiny_runs
+    _, _, runs = tiny_runs
     assert "on 2 replica(s) (/cpu:0, /cpu:1)" in runs[two][0].stderr
     assert "line 6/6 (100%)" in runs[two][0].stderr
     with open(runs[one][1], "rb") as f1, open(runs[two][1], "rb") as f2:
@@ -176,7 +182,7 @@ def test_two_replicas_write_the_same_bytes_as_one(tiny_runs, one, two):
 
 
 def test_sentence_vectors_as_npy_and_json_lines(tiny_runs):
-    model, runs = tiny_runs
+    model, _, runs = tiny_runs
     vectors = np.load(runs["mean_npy"][1])
     assert vectors.shape == (len(LINES), 32) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
@@ -256,7 +262,8 @@ def test_layers_flag():
 # -- bad input that the table of test_bad_input.py does not cover -------------------------
 
 def bad_cases(root, model):
-    """name -> (argv, watched paths, expected parts of the error line)."""
+    """name -> (argv, watched paths, expected parts of the error line); each case
+    must leave its watched paths as they were."""
     good = write_lines(os.path.join(root, "good.txt"), LINES)
     late_bad = write_lines(os.path.join(root, "late_bad.txt"),
                            LINES * 3 + [b"the caf\xe9 film"] + LINES)
@@ -294,15 +301,13 @@ def bad_cases(root, model):
     }
 
 
-def test_bad_input_is_one_error_line_and_leaves_nothing(tmp_path):
-    model = write_tiny_model(str(tmp_path / "model"))
-    cases = bad_cases(str(tmp_path), model)
-    results = bad_input.run_commands([argv for argv, _, _ in cases.values()],
-                                     [watched for _, watched, _ in cases.values()])
-    for (name, (_, _, expected)), result in zip(cases.items(), results):
-        bad_input.check_one_error_line(result, expected,
-                                       preamble=r"extracting |line \d+")
-        assert not os.path.exists(os.path.join(str(tmp_path), "absent")), name
+def test_bad_input_is_one_error_line_and_leaves_nothing(tiny_runs):
+    _, root, runs = tiny_runs
+    for name, (result, expected) in runs.items():
+        if name not in GOOD_RUNS:
+            bad_input.check_one_error_line(result, expected,
+                                           preamble=r"extracting |line \d+")
+    assert not os.path.exists(os.path.join(root, "absent"))
 
 
 # -- the real model ---------------------------------------------------------------------
