@@ -88,6 +88,14 @@ def define_run_flags():
                          "Without --use_gpu: replicas on the CPU (for machines without "
                          "GPUs and for testing the multi-replica path).")
 
+    flags.DEFINE_enum("cluster", "auto", ["auto", "tf_config", "slurm", "local"],
+                      "Where the cluster of several workers comes from: tf_config "
+                      "(TF_CONFIG, as Kubeflow's TFJob sets it), slurm (the Slurm job step "
+                      "this task runs in, one worker per task), local (one process). auto: "
+                      "TF_CONFIG if set, else slurm in a step of several tasks, else local.")
+    flags.DEFINE_integer("cluster_port_base", 8888,
+                         "--cluster=slurm: the port of a node's first task (the next task on "
+                         "the node takes the next port).")
     define_tpu_flags()
 
 

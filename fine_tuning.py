@@ -133,7 +133,7 @@ def run(task, options, model_inputs=None):
 
     model_inputs: run_setup.ModelInputs, if the caller has read them already.
     """
-    distribution.check_single_process(os.environ.get("TF_CONFIG"))
+    distribution.check_single_process(options)
     model_inputs = model_inputs or run_setup.load_model_inputs(options)
     runtime = distribution.resolve_runtime(options)
     prepared = prepare(task, options, model_inputs, runtime)

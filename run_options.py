@@ -74,6 +74,8 @@ class RunOptions:
     num_gpu_cores: int = 1
     num_cpu_replicas: int = 1
     use_tpu: bool = False
+    cluster: str = "auto"
+    cluster_port_base: int = 8888
 
     def __post_init__(self):
         for name in ("output_dir", "bert_config_file"):

@@ -133,10 +133,10 @@ def read_inputs(options):
 
 
 def main(_):
-    cluster = distribution.parse_tf_config(os.environ.get("TF_CONFIG"))
-    if cluster is not None and cluster.num_workers < 2:
-        cluster = None  # a one-task cluster is a single process
     options = common_flags.read_run_options()
+    cluster = distribution.join_cluster(options)
+    if cluster is not None:
+        console.info(cluster.description)
     check_flags()
     runtime = local_runtime(options, cluster)
     strategy = None

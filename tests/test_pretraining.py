@@ -652,3 +652,57 @@ def test_continue_pretraining_minilm_then_load_into_bert_and_classifier(reviews,
     np.testing.assert_array_equal(word_embeddings,
                                   after.get_tensor("bert/embeddings/word_embeddings"))
     assert np.isfinite(values).all()
+
+
+def _free_port_pair():
+    """A port p with p + 1 also free (a Slurm node's two tasks listen on both)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise AssertionError("no two consecutive free ports")
+
+
+def test_two_slurm_tasks_train_like_the_same_tf_config_cluster(tiny_records):
+    """Two workers started with Slurm's step variables only (one node, two tasks,
+    as `srun --ntasks=2` sets them) form the cluster TF_CONFIG describes by hand,
+    and end with the same weights."""
+    model, records, root = tiny_records
+    common = ["--input_file=%s" % records, "--bert_config_file=%s" % model["bert_config_file"],
+              "--init_checkpoint=%s" % model["init_checkpoint"], "--max_seq_length=32",
+              "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
+              "--num_train_steps=8", "--num_warmup_steps=2", "--learning_rate=1e-3",
+              "--save_checkpoints_steps=100"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_CONFIG", None)
+    slurm_dir = str(root / "slurm")
+    port = _free_port_pair()
+    procs = []
+    for rank in range(2):
+        log = open("%s.task%d.log" % (slurm_dir, rank), "w")
+        procs.append((subprocess.Popen(
+            [sys.executable, "run_pretraining.py", "--output_dir=%s" % slurm_dir,
+             "--cluster_port_base=%d" % port] + common, cwd=REPO, stdout=log,
+            stderr=subprocess.STDOUT, env=dict(
+                env, SLURM_JOB_ID="42", SLURM_PROCID=str(rank), SLURM_STEP_NUM_TASKS="2",
+                SLURM_STEP_NODELIST="localhost", SLURM_STEP_TASKS_PER_NODE="2")), log))
+    codes = wait_all(procs, 300)
+    chief_log = open(slurm_dir + ".task0.log").read()
+    assert codes == [0, 0], chief_log[-3000:]
+    assert ("cluster: Slurm, task 0 of 2 (localhost:%d, localhost:%d)" % (port, port + 1)
+            in chief_log)
+
+    config_dir = str(root / "tf_config")
+    ports = [free_port(), free_port()]
+    assert wait_all(start_workers(common + ["--output_dir=%s" % config_dir], ports,
+                                  config_dir), 300) == [0, 0]
+    slurm = tf.train.load_checkpoint(tf.train.latest_checkpoint(slurm_dir))
+    by_hand = tf.train.load_checkpoint(tf.train.latest_checkpoint(config_dir))
+    assert latest_step(slurm_dir) == latest_step(config_dir) == 8
+    for name, _ in tf.train.list_variables(tf.train.latest_checkpoint(config_dir)):
+        np.testing.assert_array_equal(slurm.get_tensor(name), by_hand.get_tensor(name),
+                                      err_msg=name)
