@@ -96,6 +96,10 @@ def define_run_flags():
     flags.DEFINE_integer("cluster_port_base", 8888,
                          "--cluster=slurm: the port of a node's first task (the next task on "
                          "the node takes the next port).")
+    flags.DEFINE_integer("step_timeout_seconds", 0,
+                         "End with one error line when no training step finishes for this "
+                         "many seconds (after the first): on a cluster, a lost worker "
+                         "otherwise leaves the others waiting forever. 0: wait.")
     define_tpu_flags()
 
 

@@ -191,7 +191,8 @@ def prepare(task, options, model_inputs, runtime):
         init_checkpoint=model_inputs.init_checkpoint, learning_rate=options.learning_rate,
         precision=runtime.precision, inference_precision=runtime.inference_precision,
         optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-        log_every_n_steps=options.log_every_n_steps, output_dir=output_dir)
+        log_every_n_steps=options.log_every_n_steps, output_dir=output_dir,
+        step_timeout_seconds=options.step_timeout_seconds)
     return Prepared(records, plan, model_fn, checkpoint_path)
 
 

@@ -169,7 +169,8 @@ def main(_):
         weight_decay_rate=options.weight_decay_rate,
         log_every_n_steps=options.log_every_n_steps,
         output_dir=options.output_dir if is_chief else None, log_per_replica=True,
-        show_progress=is_chief)
+        show_progress=is_chief,
+        step_timeout_seconds=options.step_timeout_seconds)
     console.info("%s; local devices %s, precision %s (inference %s)",
                      "worker %d of %d (%s)" % (cluster.worker_index, num_workers,
                                                "chief" if is_chief else "not chief")

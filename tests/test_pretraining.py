@@ -706,3 +706,43 @@ def test_two_slurm_tasks_train_like_the_same_tf_config_cluster(tiny_records):
     for name, _ in tf.train.list_variables(tf.train.latest_checkpoint(config_dir)):
         np.testing.assert_array_equal(slurm.get_tensor(name), by_hand.get_tensor(name),
                                       err_msg=name)
+
+
+def test_a_lost_worker_stops_the_other_in_one_line_and_one_worker_resumes(tiny_records):
+    """SIGKILL one of two TF_CONFIG workers: the other, which would wait in the
+    all-reduce forever, ends within --step_timeout_seconds with one error line
+    and exit 1; the same command on one worker then resumes from the last
+    checkpoint and reaches the planned step."""
+    model, records, root = tiny_records
+    steps = 300
+    common = ["--input_file=%s" % records, "--bert_config_file=%s" % model["bert_config_file"],
+              "--init_checkpoint=%s" % model["init_checkpoint"], "--max_seq_length=32",
+              "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
+              "--num_train_steps=%d" % steps, "--num_warmup_steps=10", "--learning_rate=1e-3",
+              "--save_checkpoints_steps=10", "--log_every_n_steps=100",
+              "--step_timeout_seconds=8", "--output_dir=%s" % str(root / "lost")]
+    out = str(root / "lost")
+    procs = start_workers(common, [free_port(), free_port()], out)
+    try:
+        deadline = time.time() + 240
+        while latest_step(out) < 10 and time.time() < deadline \
+                and all(p.poll() is None for p, _ in procs):
+            time.sleep(0.1)
+        procs[1][0].send_signal(signal.SIGKILL)
+        killed = time.time()
+        code = procs[0][0].wait(timeout=120)
+        waited = time.time() - killed
+    finally:
+        wait_all(procs, 30)
+    log = open(out + ".worker0.log").read()
+    last = log.strip().splitlines()[-1]
+    assert code == 1, log[-3000:]
+    assert last.startswith("error: no training step finished in 8 s (--step_timeout_seconds)")
+    assert "resume from the last checkpoint in %s" % out in last
+    assert waited < 8 + 30, waited
+    stopped_at = latest_step(out)
+    assert 10 <= stopped_at < steps
+
+    resumed = run_script("run_pretraining.py", *(common + ["--cluster=local"]))
+    assert "resuming from" in resumed.stderr
+    assert latest_step(out) == steps
