@@ -278,7 +278,7 @@ def train(estimator, task, options, prepared, num_replicas):
         train_segment(estimator, task, options, prepared, plan.num_train_steps)
         return
     every = options.eval_every_n_steps or model_selection.steps_per_epoch(plan)
-    metric = options.best_metric or task.summary_keys[0]
+    metric = options.best_metric or (history[-1]["metric"] if history else None)
     evaluated = {entry["step"] for entry in history}
     for step in model_selection.evaluation_steps(plan.num_train_steps, every):
         if step in evaluated:
@@ -286,6 +286,9 @@ def train(estimator, task, options, prepared, num_replicas):
         checkpoint = train_segment(estimator, task, options, prepared, step)
         report = eval_report(estimator, task, options, prepared._replace(
             checkpoint_path=checkpoint), num_replicas)
+        # Default: the task's first summary metric this report has (pos and punct
+        # report no entity_f1).
+        metric = metric or next((k for k in task.summary_keys if k in report), "eval_loss")
         entry = model_selection.next_entry(history, step, report, metric,
                                            options.early_stopping_patience)
         if entry["improved"]:
