@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 
 import tensorflow as tf
 
@@ -182,21 +183,6 @@ def join_cluster(options):
     return cluster._replace(description=description)
 
 
-def check_single_process(options):
-    """InputError if --cluster (TF_CONFIG, a Slurm step) names several workers.
-
-    The fine-tuning scripts train in one process (one machine, all its GPUs);
-    a multi-worker TF_CONFIG would otherwise be half-read by the Estimator
-    after files were written. A cluster of one task is a single process.
-    """
-    cluster = join_cluster(options)
-    if cluster is not None:
-        raise InputError("%s: %d workers, but fine-tuning runs in one process (one machine, "
-                         "all its GPUs): use --cluster=local or unset TF_CONFIG (several "
-                         "nodes: run_pretraining.py)" % (cluster.description,
-                                                          cluster.num_workers))
-
-
 def make_session_config(devices, use_xla=False):
     """Session options: enough CPU devices for CPU replicas, XLA on request."""
     num_cpu = sum(1 for d in devices if d.startswith("/cpu")) or 1
@@ -353,6 +339,41 @@ def _slurm_tf_config(environ, gpus_per_task, port_base):
     text = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": task_id}})
     return text, "cluster: Slurm, task %d of %d (%s)" % (
         task_id, sum(len(v) for v in cluster.values()), ", ".join(cluster["worker"]))
+
+
+def cluster_runtime(options, cluster):
+    """resolve_runtime for this process of `cluster` (None: one process): a CPU
+    worker runs one replica, and a GPU worker shows the strategy only the GPUs
+    asked for (MultiWorkerMirroredStrategy mirrors over every visible one)."""
+    if cluster is not None and not options.use_gpu and options.num_cpu_replicas > 1:
+        raise InputError("--num_cpu_replicas=%d: in a cluster each CPU worker runs one "
+                         "replica" % options.num_cpu_replicas)
+    runtime = resolve_runtime(options)
+    if cluster is not None and options.use_gpu:
+        gpus = tf.config.list_physical_devices("GPU")
+        tf.config.set_visible_devices(gpus[:options.num_gpu_cores], "GPU")
+    return runtime
+
+
+def train_on_cluster(options, cluster, strategy, devices, model_fn, input_fn, max_steps):
+    """Trains with every worker of the TF_CONFIG cluster, this process being
+    `cluster`'s task; only the chief's checkpoints land in output_dir."""
+    run_config = make_multi_worker_run_config(
+        options.output_dir, strategy, devices, use_xla=options.use_xla,
+        save_checkpoints_steps=options.save_checkpoints_steps,
+        keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
+    estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+    # Without an "evaluator" task, train_and_evaluate only trains: every worker
+    # runs its replicas under the distribute coordinator. The EvalSpec is
+    # required by the API but never used.
+    tf.estimator.train_and_evaluate(
+        estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps),
+        tf.estimator.EvalSpec(input_fn, steps=1))
+    if not cluster.is_chief:
+        # The throwaway checkpoints this worker had to write (see
+        # make_multi_worker_run_config).
+        shutil.rmtree(os.path.join(options.output_dir, "tmp_%s_%d" % (
+            cluster.task_type, cluster.task_index)), ignore_errors=True)
 
 
 def make_multi_worker_strategy(use_gpu):
