@@ -398,6 +398,16 @@ def tiny_records(tiny_corpus):
     return model, out, root
 
 
+def pretraining_args(model, records, steps, *extra, warmup=5, save_every=10, log_every=10):
+    """run_pretraining.py flags of the multi-worker tests (tiny model, seq 32)."""
+    return ["--input_file=%s" % records, "--bert_config_file=%s" % model["bert_config_file"],
+            "--init_checkpoint=%s" % model["init_checkpoint"], "--max_seq_length=32",
+            "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
+            "--num_train_steps=%d" % steps, "--num_warmup_steps=%d" % warmup,
+            "--learning_rate=1e-3", "--save_checkpoints_steps=%d" % save_every,
+            "--log_every_n_steps=%d" % log_every] + list(extra)
+
+
 def test_two_workers_match_one_process_and_resume_after_a_kill(tiny_records):
     """2 worker processes (TF_CONFIG, localhost) == 1 process with 2 CPU replicas.
 
@@ -408,12 +418,7 @@ def test_two_workers_match_one_process_and_resume_after_a_kill(tiny_records):
     """
     model, records, root = tiny_records
     steps = 60
-    common = ["--input_file=%s" % records, "--bert_config_file=%s" % model["bert_config_file"],
-              "--init_checkpoint=%s" % model["init_checkpoint"], "--max_seq_length=32",
-              "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
-              "--num_train_steps=%d" % steps, "--num_warmup_steps=5", "--learning_rate=1e-3",
-              "--save_checkpoints_steps=10", "--log_every_n_steps=10",
-              "--gradient_accumulation_steps=2"]
+    common = pretraining_args(model, records, steps, "--gradient_accumulation_steps=2")
     multi_dir = str(root / "multi")
     ports = [free_port(), free_port()]
     procs = start_workers(common + ["--output_dir=%s" % multi_dir], ports, multi_dir)
@@ -672,11 +677,7 @@ def test_two_slurm_tasks_train_like_the_same_tf_config_cluster(tiny_records):
     as `srun --ntasks=2` sets them) form the cluster TF_CONFIG describes by hand,
     and end with the same weights."""
     model, records, root = tiny_records
-    common = ["--input_file=%s" % records, "--bert_config_file=%s" % model["bert_config_file"],
-              "--init_checkpoint=%s" % model["init_checkpoint"], "--max_seq_length=32",
-              "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
-              "--num_train_steps=8", "--num_warmup_steps=2", "--learning_rate=1e-3",
-              "--save_checkpoints_steps=100"]
+    common = pretraining_args(model, records, 8, warmup=2, save_every=100)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TF_CONFIG", None)
     slurm_dir = str(root / "slurm")
@@ -715,13 +716,9 @@ def test_a_lost_worker_stops_the_other_in_one_line_and_one_worker_resumes(tiny_r
     checkpoint and reaches the planned step."""
     model, records, root = tiny_records
     steps = 300
-    common = ["--input_file=%s" % records, "--bert_config_file=%s" % model["bert_config_file"],
-              "--init_checkpoint=%s" % model["init_checkpoint"], "--max_seq_length=32",
-              "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
-              "--num_train_steps=%d" % steps, "--num_warmup_steps=10", "--learning_rate=1e-3",
-              "--save_checkpoints_steps=10", "--log_every_n_steps=100",
-              "--step_timeout_seconds=8", "--output_dir=%s" % str(root / "lost")]
     out = str(root / "lost")
+    common = pretraining_args(model, records, steps, "--step_timeout_seconds=8",
+                              "--output_dir=%s" % out, warmup=10, log_every=100)
     procs = start_workers(common, [free_port(), free_port()], out)
     try:
         deadline = time.time() + 240
