@@ -147,9 +147,11 @@ def run(task, options, model_inputs=None):
     runtime = placement.runtime
     prepared = prepare(task, options, model_inputs, placement)
     estimator = distribution.make_estimator(options, runtime, prepared.model_fn)
-    console.info("devices %s, precision %s (inference %s); output in %s (watch it with "
-                 "tensorboard --logdir %s)", ",".join(runtime.devices), runtime.precision,
-                 runtime.inference_precision, options.output_dir, options.output_dir)
+    console.info("%s; devices %s, precision %s (inference %s); output in %s (watch it "
+                 "with tensorboard --logdir %s)",
+                 cluster.description if cluster else "one process", ",".join(runtime.devices),
+                 runtime.precision, runtime.inference_precision, options.output_dir,
+                 options.output_dir)
     if options.do_train:
         train(estimator, task, options, prepared, placement)
         prepared = prepared._replace(checkpoint_path=checkpoint_after_training(options))
