@@ -80,6 +80,18 @@ def define_run_flags():
                       "Compute precision of evaluation, prediction and the exported "
                       "SavedModel.")
     flags.DEFINE_bool("use_xla", False, "Compile the graph with XLA (JIT).")
+    flags.DEFINE_enum("cluster", "auto", ["auto", "tf_config", "slurm", "local"],
+                      "Where the cluster of several workers comes from: tf_config "
+                      "(TF_CONFIG, as Kubeflow's TFJob sets it), slurm (the Slurm job step "
+                      "this task runs in, one worker per task), local (one process). auto: "
+                      "TF_CONFIG if set, else slurm in a step of several tasks, else local.")
+    flags.DEFINE_integer("cluster_port_base", 8888,
+                         "--cluster=slurm: the port of a node's first task (the next task on "
+                         "the node takes the next port).")
+    flags.DEFINE_integer("step_timeout_seconds", 0,
+                         "End with one error line when no training step finishes for this "
+                         "many seconds (after the first): on a cluster, a lost worker "
+                         "otherwise leaves the others waiting forever. 0: wait.")
     define_device_flags()
     define_tpu_flags()
 

@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 
 import tensorflow as tf
 
@@ -167,18 +168,19 @@ def without_tf_config():
             os.environ["TF_CONFIG"] = saved
 
 
-def check_single_process(tf_config_text):
-    """InputError if TF_CONFIG is invalid or names a cluster of several workers.
-
-    The fine-tuning scripts train in one process (one machine, all its GPUs); a
-    multi-worker TF_CONFIG would otherwise be half-read by the Estimator after
-    files were written. A cluster of one task is a single process.
-    """
-    cluster = parse_tf_config(tf_config_text)
-    if cluster is not None and cluster.num_workers > 1:
-        raise InputError("TF_CONFIG names a cluster of %d workers, but fine-tuning runs in "
-                         "one process (one machine, all its GPUs): unset TF_CONFIG (several "
-                         "nodes: run_pretraining.py)" % cluster.num_workers)
+def join_cluster(options):
+    """Resolves --cluster (see resolve_cluster), points TF_CONFIG at the result for
+    TensorFlow to read, and returns this process's ClusterTask (None: one
+    process); its `description` says what was picked."""
+    gpus_per_task = options.num_gpu_cores if options.use_gpu else 0
+    text, description = resolve_cluster(options.cluster, gpus_per_task,
+                                        options.cluster_port_base)
+    cluster = parse_tf_config(text)
+    if cluster is None or cluster.num_workers < 2:
+        os.environ.pop("TF_CONFIG", None)  # a one-task cluster is a single process
+        return None
+    os.environ["TF_CONFIG"] = text
+    return cluster._replace(description=description)
 
 
 def make_session_config(devices, use_xla=False):
@@ -218,7 +220,8 @@ def _run_config(output_dir, devices, use_xla, save_checkpoints_steps, keep_check
 # -- several workers (nodes) ----------------------------------------------------------
 
 ClusterTask = collections.namedtuple("ClusterTask", [
-    "task_type", "task_index", "num_workers", "worker_index", "is_chief"])
+    "task_type", "task_index", "num_workers", "worker_index", "is_chief", "description"],
+    defaults=("cluster: from TF_CONFIG",))
 """This process's place in a TF_CONFIG cluster.
 
 num_workers counts the tasks that train (chief and workers); worker_index is
@@ -275,6 +278,102 @@ def parse_tf_config(text, source="TF_CONFIG"):
     worker_index = task_index + (1 if has_chief and task_type == "worker" else 0)
     is_chief = task_type == "chief" or (not has_chief and task_index == 0)
     return ClusterTask(task_type, task_index, num_workers, worker_index, is_chief)
+
+
+CLUSTER_MODES = ("auto", "tf_config", "slurm", "local")
+
+
+def resolve_cluster(mode, gpus_per_task=0, port_base=8888):
+    """(TF_CONFIG text or None, a line saying what was picked) for --cluster=`mode`.
+
+    tf_config: the environment's TF_CONFIG (Kubeflow's TFJob sets it). slurm:
+    the cluster of the Slurm job step this process is a task of, through
+    TensorFlow's SlurmClusterResolver (hosts from SLURM_STEP_NODELIST, tasks
+    per node, this task's SLURM_PROCID; task i of a node listens on
+    port_base + i). local: one process, TF_CONFIG ignored. auto: TF_CONFIG if
+    set, else slurm in a step of several tasks, else local.
+    gpus_per_task: GPUs each task uses (0: CPU workers). Reads os.environ (as
+    the resolver does).
+    """
+    environ = os.environ
+    if mode == "auto":
+        tasks = environ.get("SLURM_STEP_NUM_TASKS") or environ.get("SLURM_NTASKS") or "1"
+        mode = ("tf_config" if parse_tf_config(environ.get("TF_CONFIG")) else
+                "slurm" if environ.get("SLURM_JOB_ID") and tasks.isdigit() and int(tasks) > 1
+                else "local")
+    if mode == "local":
+        return None, "cluster: local (one process)"
+    if mode == "tf_config":
+        text = environ.get("TF_CONFIG")
+        if parse_tf_config(text) is None:
+            raise InputError("--cluster=tf_config: TF_CONFIG is not set or names no cluster")
+        return text, "cluster: from TF_CONFIG"
+    if mode != "slurm":
+        raise InputError("--cluster=%s: expected one of %s" % (mode, ", ".join(CLUSTER_MODES)))
+    return _slurm_tf_config(environ, gpus_per_task, port_base)
+
+
+def _slurm_tf_config(environ, gpus_per_task, port_base):
+    """The TF_CONFIG of this Slurm task (see resolve_cluster)."""
+    from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver
+    missing = [name for name in ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS",
+                                 "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")
+               if not environ.get(name)]
+    if missing:
+        raise InputError("--cluster=slurm: %s not set; start every task with srun inside "
+                         "the job" % ", ".join(missing))
+    tasks_per_node = slurm_cluster_resolver.expand_tasks_per_node(
+        environ["SLURM_STEP_TASKS_PER_NODE"])
+    # The resolver hands out GPUs per task; CPU workers pretend one each, so
+    # that every task gets its place (and no CUDA_VISIBLE_DEVICES is set).
+    per_task = gpus_per_task or 1
+    try:
+        resolver = slurm_cluster_resolver.SlurmClusterResolver(
+            port_base=port_base, gpus_per_node=max(tasks_per_node) * per_task,
+            gpus_per_task=per_task, auto_set_gpu=bool(gpus_per_task))
+        cluster = resolver.cluster_spec().as_dict()
+        task_type, task_id = resolver.get_task_info()
+    except (RuntimeError, ValueError) as e:
+        raise InputError("--cluster=slurm: cannot read the job step from the Slurm "
+                         "environment (%s)" % e)
+    text = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": task_id}})
+    return text, "cluster: Slurm, task %d of %d (%s)" % (
+        task_id, sum(len(v) for v in cluster.values()), ", ".join(cluster["worker"]))
+
+
+def cluster_runtime(options, cluster):
+    """resolve_runtime for this process of `cluster` (None: one process): a CPU
+    worker runs one replica, and a GPU worker shows the strategy only the GPUs
+    asked for (MultiWorkerMirroredStrategy mirrors over every visible one)."""
+    if cluster is not None and not options.use_gpu and options.num_cpu_replicas > 1:
+        raise InputError("--num_cpu_replicas=%d: in a cluster each CPU worker runs one "
+                         "replica" % options.num_cpu_replicas)
+    runtime = resolve_runtime(options)
+    if cluster is not None and options.use_gpu:
+        gpus = tf.config.list_physical_devices("GPU")
+        tf.config.set_visible_devices(gpus[:options.num_gpu_cores], "GPU")
+    return runtime
+
+
+def train_on_cluster(options, cluster, strategy, devices, model_fn, input_fn, max_steps):
+    """Trains with every worker of the TF_CONFIG cluster, this process being
+    `cluster`'s task; only the chief's checkpoints land in output_dir."""
+    run_config = make_multi_worker_run_config(
+        options.output_dir, strategy, devices, use_xla=options.use_xla,
+        save_checkpoints_steps=options.save_checkpoints_steps,
+        keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
+    estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+    # Without an "evaluator" task, train_and_evaluate only trains: every worker
+    # runs its replicas under the distribute coordinator. The EvalSpec is
+    # required by the API but never used.
+    tf.estimator.train_and_evaluate(
+        estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps),
+        tf.estimator.EvalSpec(input_fn, steps=1))
+    if not cluster.is_chief:
+        # The throwaway checkpoints this worker had to write (see
+        # make_multi_worker_run_config).
+        shutil.rmtree(os.path.join(options.output_dir, "tmp_%s_%d" % (
+            cluster.task_type, cluster.task_index)), ignore_errors=True)
 
 
 def make_multi_worker_strategy(use_gpu):

@@ -128,22 +128,35 @@ evaluation, prediction and export read (None: output_dir's latest checkpoint;
 else a fine-tuned --init_checkpoint, see run_setup.checkpoint_to_use)."""
 
 
+Placement = collections.namedtuple("Placement", ["runtime", "cluster", "strategy"])
+"""Where a run trains: runtime (distribution.Runtime: this process's devices and
+precisions); cluster (distribution.ClusterTask, None for one process); strategy
+(the MultiWorkerMirroredStrategy of a cluster that trains, else None)."""
+
+
 def run(task, options, model_inputs=None):
     """Prepares, then trains, evaluates, predicts and exports as `options` say.
 
     model_inputs: run_setup.ModelInputs, if the caller has read them already.
+    In a cluster (--cluster) every worker trains; the chief then evaluates,
+    predicts and exports on its own devices.
     """
-    distribution.check_single_process(os.environ.get("TF_CONFIG"))
+    cluster, strategy = join_cluster(options)
     model_inputs = model_inputs or run_setup.load_model_inputs(options)
-    runtime = distribution.resolve_runtime(options)
-    prepared = prepare(task, options, model_inputs, runtime)
+    placement = Placement(distribution.cluster_runtime(options, cluster), cluster, strategy)
+    runtime = placement.runtime
+    prepared = prepare(task, options, model_inputs, placement)
     estimator = distribution.make_estimator(options, runtime, prepared.model_fn)
-    console.info("devices %s, precision %s (inference %s); output in %s (watch it with "
-                 "tensorboard --logdir %s)", ",".join(runtime.devices), runtime.precision,
-                 runtime.inference_precision, options.output_dir, options.output_dir)
+    console.info("%s; devices %s, precision %s (inference %s); output in %s (watch it "
+                 "with tensorboard --logdir %s)",
+                 cluster.description if cluster else "one process", ",".join(runtime.devices),
+                 runtime.precision, runtime.inference_precision, options.output_dir,
+                 options.output_dir)
     if options.do_train:
-        train(estimator, task, options, prepared, len(runtime.devices))
+        train(estimator, task, options, prepared, placement)
         prepared = prepared._replace(checkpoint_path=checkpoint_after_training(options))
+    if cluster is not None and not cluster.is_chief:
+        return
     if options.do_eval:
         evaluate(estimator, task, options, prepared, len(runtime.devices))
     if options.do_predict:
@@ -153,7 +166,28 @@ def run(task, options, model_inputs=None):
                      prepared.checkpoint_path)
 
 
-def prepare(task, options, model_inputs, runtime):
+def join_cluster(options):
+    """(ClusterTask, strategy) of the cluster --cluster names, or (None, None).
+
+    The strategy exists only when training, and is made before any other
+    TensorFlow op runs (it configures the collectives and starts this worker's
+    server).
+    """
+    cluster = distribution.join_cluster(options)
+    if cluster is None:
+        return None, None
+    if options.evaluates_during_training:
+        raise InputError("%s: %d workers; evaluation during training (--eval_every_*) runs "
+                         "in one process: drop it, or use --cluster=local"
+                         % (cluster.description, cluster.num_workers))
+    console.info("%s: worker %d of %d (%s)", cluster.description, cluster.worker_index,
+                 cluster.num_workers, "chief" if cluster.is_chief else "not chief")
+    strategy = (distribution.make_multi_worker_strategy(options.use_gpu)
+                if options.do_train else None)
+    return cluster, strategy
+
+
+def prepare(task, options, model_inputs, placement):
     """Checks everything, then writes the run's records and feature cache.
 
     Nothing is written to output_dir (or cache_dir) until every check and every
@@ -176,22 +210,30 @@ def prepare(task, options, model_inputs, runtime):
                          "batches keep full length; leave the flag off" % task.name)
     converted = convert_examples(task, options, model_inputs.tokenizer)
     num_train = converted["train"][2] if options.do_train else 0
+    cluster = placement.cluster
+    is_chief = cluster is None or cluster.is_chief
     plan = distribution.plan_training(
-        num_train, options.num_train_epochs, options.train_batch_size, len(runtime.devices),
+        num_train, options.num_train_epochs, options.train_batch_size,
+        len(placement.runtime.devices) * (cluster.num_workers if cluster else 1),
         options.gradient_accumulation_steps, options.warmup_proportion)
     run_setup.check_resumable(output_dir, shapes, plan if options.do_train else None)
 
-    # Nothing has been written so far; from here on output_dir is ours.
-    run_setup.lock_output_dir(output_dir)
+    # Nothing has been written so far; from here on output_dir is ours (the
+    # chief holds it for a cluster, whose workers share it).
+    if is_chief:
+        run_setup.lock_output_dir(output_dir)
     run_setup.save_records(output_dir, task.label_list,
                            task.head_settings if options.do_train else None)
     records = write_records(converted, options.cache_dir or output_dir)
+    runtime = placement.runtime
     model_fn = training.build_model_fn(
         model_inputs.bert_config, task.head_fn(model_inputs.bert_config), plan,
         init_checkpoint=model_inputs.init_checkpoint, learning_rate=options.learning_rate,
         precision=runtime.precision, inference_precision=runtime.inference_precision,
         optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-        log_every_n_steps=options.log_every_n_steps, output_dir=output_dir)
+        log_every_n_steps=options.log_every_n_steps,
+        output_dir=output_dir if is_chief else None, show_progress=is_chief,
+        step_timeout_seconds=options.step_timeout_seconds)
     return Prepared(records, plan, model_fn, checkpoint_path)
 
 
@@ -260,7 +302,7 @@ def predict_input_fn(task, options, prepared, split):
         trim_to_longest_of=_trim(task, options))
 
 
-def train(estimator, task, options, prepared, num_replicas):
+def train(estimator, task, options, prepared, placement):
     """Trains up to the plan's steps; a re-run resumes from the last checkpoint,
     going on with the input batches the interrupted run had not reached. With
     evaluation during training, trains in segments with an evaluation after
@@ -274,17 +316,20 @@ def train(estimator, task, options, prepared, num_replicas):
     if run_setup.resume_position(options.output_dir, plan) is not None:
         console.info(distribution.describe_plan(plan))
     if not options.evaluates_during_training:
-        train_segment(estimator, task, options, prepared, plan.num_train_steps)
+        train_segment(estimator, task, options, prepared, placement, plan.num_train_steps)
         return
     every = options.eval_every_n_steps or model_selection.steps_per_epoch(plan)
-    metric = options.best_metric or task.summary_keys[0]
+    metric = options.best_metric or (history[-1]["metric"] if history else None)
     evaluated = {entry["step"] for entry in history}
     for step in model_selection.evaluation_steps(plan.num_train_steps, every):
         if step in evaluated:
             continue
-        checkpoint = train_segment(estimator, task, options, prepared, step)
+        checkpoint = train_segment(estimator, task, options, prepared, placement, step)
         report = eval_report(estimator, task, options, prepared._replace(
-            checkpoint_path=checkpoint), num_replicas)
+            checkpoint_path=checkpoint), len(placement.runtime.devices))
+        # Default: the task's first summary metric this report has (pos and punct
+        # report no entity_f1).
+        metric = metric or next((k for k in task.summary_keys if k in report), "eval_loss")
         entry = model_selection.next_entry(history, step, report, metric,
                                            options.early_stopping_patience)
         if entry["improved"]:
@@ -303,15 +348,23 @@ def train(estimator, task, options, prepared, num_replicas):
             return
 
 
-def train_segment(estimator, task, options, prepared, max_steps):
+def train_segment(estimator, task, options, prepared, placement, max_steps):
     """Trains up to `max_steps`, from where output_dir's checkpoint is; returns the
-    checkpoint of that step."""
-    plan = prepared.plan
-    calls = run_setup.resume_position(options.output_dir, plan, log=False)
+    checkpoint of that step.
+
+    Each process's input pipeline feeds its own replicas (a cluster's workers
+    each read their shard of the records), so a resumed run skips the batches
+    its local replicas already took.
+    """
+    calls = run_setup.resume_position(options.output_dir, prepared.plan, log=False)
     if calls is not None:
-        training.train(estimator, train_input_fn(task, options, prepared,
-                                                 calls * plan.num_replicas),
-                       max_steps)
+        devices = placement.runtime.devices
+        input_fn = train_input_fn(task, options, prepared, calls * len(devices))
+        if placement.cluster is None:
+            training.train(estimator, input_fn, max_steps)
+        else:
+            distribution.train_on_cluster(options, placement.cluster, placement.strategy,
+                                          devices, prepared.model_fn, input_fn, max_steps)
     return estimator.latest_checkpoint()
 
 

@@ -74,6 +74,9 @@ class RunOptions:
     num_gpu_cores: int = 1
     num_cpu_replicas: int = 1
     use_tpu: bool = False
+    cluster: str = "auto"
+    cluster_port_base: int = 8888
+    step_timeout_seconds: int = 0
 
     def __post_init__(self):
         for name in ("output_dir", "bert_config_file"):
@@ -107,7 +110,8 @@ class RunOptions:
 
     def _check_evaluation_during_training(self):
         check_whole_numbers({"eval_every_n_steps": self.eval_every_n_steps,
-                             "early_stopping_patience": self.early_stopping_patience},
+                             "early_stopping_patience": self.early_stopping_patience,
+                             "step_timeout_seconds": self.step_timeout_seconds},
                             minimum=0)
         if self.eval_every_n_steps and self.eval_every_epoch:
             raise InputError("give --eval_every_n_steps or --eval_every_epoch, not both")

@@ -8,7 +8,6 @@ checkpoints, summaries and eval results. See docs/pretraining.md.
 """
 
 import os
-import shutil
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
 
@@ -61,20 +60,6 @@ def check_flags():
         raise InputError("--max_seq_length must be >= 5, got %d" % FLAGS.max_seq_length)
 
 
-def local_runtime(options, cluster):
-    """Devices of THIS process and the precisions; InputError if impossible here."""
-    if cluster is not None and not options.use_gpu and options.num_cpu_replicas > 1:
-        raise InputError("--num_cpu_replicas=%d: with a TF_CONFIG cluster each CPU worker "
-                         "runs one replica" % options.num_cpu_replicas)
-    runtime = distribution.resolve_runtime(options)
-    if cluster is not None and options.use_gpu:
-        # MultiWorkerMirroredStrategy mirrors over every visible GPU: show it
-        # only the ones asked for.
-        gpus = tf.config.list_physical_devices("GPU")
-        tf.config.set_visible_devices(gpus[:options.num_gpu_cores], "GPU")
-    return runtime
-
-
 def train(options, model_fn, runtime, cluster, strategy, plan, input_files):
     skip = run_setup.resume_position(options.output_dir, plan)
     if skip is None:
@@ -88,22 +73,8 @@ def train(options, model_fn, runtime, cluster, strategy, plan, input_files):
         estimator = distribution.make_estimator(options, runtime, model_fn)
         training.train(estimator, input_fn, plan.num_train_steps)
         return
-    run_config = distribution.make_multi_worker_run_config(
-        options.output_dir, strategy, runtime.devices, use_xla=options.use_xla,
-        save_checkpoints_steps=options.save_checkpoints_steps,
-        keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
-    estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
-    # Without an "evaluator" task, train_and_evaluate only trains: every worker
-    # runs its replicas under the distribute coordinator. The EvalSpec is
-    # required by the API but never used.
-    tf.estimator.train_and_evaluate(
-        estimator, tf.estimator.TrainSpec(input_fn, max_steps=plan.num_train_steps),
-        tf.estimator.EvalSpec(input_fn, steps=1))
-    if not cluster.is_chief:
-        # The throwaway checkpoints this worker had to write (see
-        # distribution.make_multi_worker_run_config).
-        shutil.rmtree(os.path.join(options.output_dir, "tmp_%s_%d" % (
-            cluster.task_type, cluster.task_index)), ignore_errors=True)
+    distribution.train_on_cluster(options, cluster, strategy, runtime.devices, model_fn,
+                                  input_fn, plan.num_train_steps)
 
 
 def evaluate(options, model_fn, runtime, eval_files):
@@ -133,12 +104,12 @@ def read_inputs(options):
 
 
 def main(_):
-    cluster = distribution.parse_tf_config(os.environ.get("TF_CONFIG"))
-    if cluster is not None and cluster.num_workers < 2:
-        cluster = None  # a one-task cluster is a single process
     options = common_flags.read_run_options()
+    cluster = distribution.join_cluster(options)
+    if cluster is not None:
+        console.info(cluster.description)
     check_flags()
-    runtime = local_runtime(options, cluster)
+    runtime = distribution.cluster_runtime(options, cluster)
     strategy = None
     if cluster is not None and options.do_train:
         # Before anything else runs TensorFlow ops: the strategy configures
@@ -169,7 +140,8 @@ def main(_):
         weight_decay_rate=options.weight_decay_rate,
         log_every_n_steps=options.log_every_n_steps,
         output_dir=options.output_dir if is_chief else None, log_per_replica=True,
-        show_progress=is_chief)
+        show_progress=is_chief,
+        step_timeout_seconds=options.step_timeout_seconds)
     console.info("%s; local devices %s, precision %s (inference %s)",
                      "worker %d of %d (%s)" % (cluster.worker_index, num_workers,
                                                "chief" if is_chief else "not chief")

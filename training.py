@@ -10,6 +10,7 @@ export.py writes the SavedModel TensorFlow Serving loads.
 import collections
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -37,7 +38,7 @@ of tensors for the SavedModel's serving_default signature; training_logs
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
                    weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
-                   log_per_replica=False, show_progress=True):
+                   log_per_replica=False, show_progress=True, step_timeout_seconds=0):
     """An Estimator model_fn: BERT + the task head + the shared training machinery.
 
     Args:
@@ -49,6 +50,8 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
       log_per_replica: also log examples/s per replica; with several workers,
         plan.num_replicas counts the replicas of all of them.
       show_progress: print the progress line (only the chief of several workers).
+      step_timeout_seconds: end the process with one error line when no training
+        step finishes for this long (a lost worker; 0: wait forever).
     """
     def model_fn(features, labels, mode):
         del labels
@@ -88,8 +91,11 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
             show=show_progress)
         num_replicas = tf.distribute.get_replica_context().num_replicas_in_sync
         # The Estimator reports the SUM of the replicas' losses; report their mean.
+        hooks = [hook]
+        if step_timeout_seconds:
+            hooks.append(StepWatchdogHook(step_timeout_seconds, output_dir))
         return tf.estimator.EstimatorSpec(mode, loss=head.loss / float(num_replicas),
-                                          train_op=step.train_op, training_hooks=[hook])
+                                          train_op=step.train_op, training_hooks=hooks)
 
     return model_fn
 
@@ -226,6 +232,42 @@ class StopOnSignalHook(tf1.train.SessionRunHook):
     def after_run(self, run_context, run_values):
         if self.received is not None:
             run_context.request_stop()
+
+
+class StepWatchdogHook(tf1.train.SessionRunHook):
+    """Ends the process with one error line, exit 1, when no training step has
+    finished for `timeout_seconds` after the first one (which includes graph
+    optimisation): in a synchronous cluster a lost worker leaves the others
+    waiting in the all-reduce forever (TensorFlow 2.15's collective timeout did
+    not end that wait under the Estimator in our test). The line says how to
+    resume; the last periodic checkpoint is where that starts."""
+
+    def __init__(self, timeout_seconds, output_dir=None):
+        self._timeout = timeout_seconds
+        self._output_dir = output_dir
+        self._last = None
+        self._done = threading.Event()
+
+    def begin(self):
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def after_run(self, run_context, run_values):
+        self._last = time.time()
+
+    def end(self, session):
+        self._done.set()
+
+    def _watch(self):
+        while not self._done.wait(1.0):
+            if self._last is not None and time.time() - self._last > self._timeout:
+                sys.stderr.write(
+                    "error: no training step finished in %d s (--step_timeout_seconds): a "
+                    "worker of the cluster is probably gone; stop the job and run the same "
+                    "command again (on as many workers as are left) to resume from the last "
+                    "checkpoint%s\n" % (self._timeout, " in %s" % self._output_dir
+                                         if self._output_dir else ""))
+                sys.stderr.flush()
+                os._exit(1)
 
 
 def write_summaries(directory, step, values):

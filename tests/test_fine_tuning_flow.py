@@ -320,3 +320,28 @@ def test_long_texts_as_windows_train_evaluate_and_serve_per_document(tmp_path):
         assert fields[0] == row[1]
         np.testing.assert_allclose([float(p) for p in fields[1:]],
                                    [float(p) for p in row[2:]], atol=2e-6)
+
+
+def test_sequence_labelling_evaluates_during_training_by_entity_f1(tmp_path):
+    """Token labelling's report comes from written predictions (entity scores):
+    evaluation during training records entity_f1 and keeps a best checkpoint."""
+    import model_selection
+    import seq_labeling
+    import seq_labeling_data
+    model = write_tiny_model(str(tmp_path / "model"))
+    words = ("the", "movie", "was", "good", "and", "the", "music", "great")
+    labels = ("O", "O", "O", "B-POS", "O", "O", "O", "B-POS")
+    sentences = [seq_labeling_data.Sentence("s-%d" % i, words, labels,
+                                            tuple(zip(words, labels)), tuple(range(1, 9)))
+                 for i in range(16)]
+    task = seq_labeling.SeqLabelingTask({"train": sentences, "eval": sentences[:4]},
+                                        ["O", "B-POS"], "ner", window_stride=8)
+    options = run_options.RunOptions(
+        output_dir=str(tmp_path / "out"), max_seq_length=16, do_train=True, do_eval=True,
+        train_batch_size=4, eval_batch_size=4, learning_rate=3e-3, num_train_epochs=2.0,
+        eval_every_epoch=True, plot=False, **model)
+    fine_tuning.run(task, options)
+    history = model_selection.read_history(options.output_dir)
+    assert [e["step"] for e in history] == [4, 8]
+    assert history[0]["metric"] == "entity_f1" and "entity_f1" in history[1]["report"]
+    assert model_selection.best_checkpoint(options.output_dir)[1]["metric"] == "entity_f1"

@@ -398,6 +398,16 @@ def tiny_records(tiny_corpus):
     return model, out, root
 
 
+def pretraining_args(model, records, steps, *extra, warmup=5, save_every=10, log_every=10):
+    """run_pretraining.py flags of the multi-worker tests (tiny model, seq 32)."""
+    return ["--input_file=%s" % records, "--bert_config_file=%s" % model["bert_config_file"],
+            "--init_checkpoint=%s" % model["init_checkpoint"], "--max_seq_length=32",
+            "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
+            "--num_train_steps=%d" % steps, "--num_warmup_steps=%d" % warmup,
+            "--learning_rate=1e-3", "--save_checkpoints_steps=%d" % save_every,
+            "--log_every_n_steps=%d" % log_every] + list(extra)
+
+
 def test_two_workers_match_one_process_and_resume_after_a_kill(tiny_records):
     """2 worker processes (TF_CONFIG, localhost) == 1 process with 2 CPU replicas.
 
@@ -408,12 +418,7 @@ def test_two_workers_match_one_process_and_resume_after_a_kill(tiny_records):
     """
     model, records, root = tiny_records
     steps = 60
-    common = ["--input_file=%s" % records, "--bert_config_file=%s" % model["bert_config_file"],
-              "--init_checkpoint=%s" % model["init_checkpoint"], "--max_seq_length=32",
-              "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
-              "--num_train_steps=%d" % steps, "--num_warmup_steps=5", "--learning_rate=1e-3",
-              "--save_checkpoints_steps=10", "--log_every_n_steps=10",
-              "--gradient_accumulation_steps=2"]
+    common = pretraining_args(model, records, steps, "--gradient_accumulation_steps=2")
     multi_dir = str(root / "multi")
     ports = [free_port(), free_port()]
     procs = start_workers(common + ["--output_dir=%s" % multi_dir], ports, multi_dir)
@@ -652,3 +657,89 @@ def test_continue_pretraining_minilm_then_load_into_bert_and_classifier(reviews,
     np.testing.assert_array_equal(word_embeddings,
                                   after.get_tensor("bert/embeddings/word_embeddings"))
     assert np.isfinite(values).all()
+
+
+def _free_port_pair():
+    """A port p with p + 1 also free (a Slurm node's two tasks listen on both)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise AssertionError("no two consecutive free ports")
+
+
+def test_two_slurm_tasks_train_like_the_same_tf_config_cluster(tiny_records):
+    """Two workers started with Slurm's step variables only (one node, two tasks,
+    as `srun --ntasks=2` sets them) form the cluster TF_CONFIG describes by hand,
+    and end with the same weights."""
+    model, records, root = tiny_records
+    common = pretraining_args(model, records, 8, warmup=2, save_every=100)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_CONFIG", None)
+    slurm_dir = str(root / "slurm")
+    port = _free_port_pair()
+    procs = []
+    for rank in range(2):
+        log = open("%s.task%d.log" % (slurm_dir, rank), "w")
+        procs.append((subprocess.Popen(
+            [sys.executable, "run_pretraining.py", "--output_dir=%s" % slurm_dir,
+             "--cluster_port_base=%d" % port] + common, cwd=REPO, stdout=log,
+            stderr=subprocess.STDOUT, env=dict(
+                env, SLURM_JOB_ID="42", SLURM_PROCID=str(rank), SLURM_STEP_NUM_TASKS="2",
+                SLURM_STEP_NODELIST="localhost", SLURM_STEP_TASKS_PER_NODE="2")), log))
+    codes = wait_all(procs, 300)
+    chief_log = open(slurm_dir + ".task0.log").read()
+    assert codes == [0, 0], chief_log[-3000:]
+    assert ("cluster: Slurm, task 0 of 2 (localhost:%d, localhost:%d)" % (port, port + 1)
+            in chief_log)
+
+    config_dir = str(root / "tf_config")
+    ports = [free_port(), free_port()]
+    assert wait_all(start_workers(common + ["--output_dir=%s" % config_dir], ports,
+                                  config_dir), 300) == [0, 0]
+    slurm = tf.train.load_checkpoint(tf.train.latest_checkpoint(slurm_dir))
+    by_hand = tf.train.load_checkpoint(tf.train.latest_checkpoint(config_dir))
+    assert latest_step(slurm_dir) == latest_step(config_dir) == 8
+    for name, _ in tf.train.list_variables(tf.train.latest_checkpoint(config_dir)):
+        np.testing.assert_array_equal(slurm.get_tensor(name), by_hand.get_tensor(name),
+                                      err_msg=name)
+
+
+def test_a_lost_worker_stops_the_other_in_one_line_and_one_worker_resumes(tiny_records):
+    """SIGKILL one of two TF_CONFIG workers: the other, which would wait in the
+    all-reduce forever, ends within --step_timeout_seconds with one error line
+    and exit 1; the same command on one worker then resumes from the last
+    checkpoint and reaches the planned step."""
+    model, records, root = tiny_records
+    steps = 300
+    out = str(root / "lost")
+    common = pretraining_args(model, records, steps, "--step_timeout_seconds=8",
+                              "--output_dir=%s" % out, warmup=10, log_every=100)
+    procs = start_workers(common, [free_port(), free_port()], out)
+    try:
+        deadline = time.time() + 240
+        while latest_step(out) < 10 and time.time() < deadline \
+                and all(p.poll() is None for p, _ in procs):
+            time.sleep(0.1)
+        procs[1][0].send_signal(signal.SIGKILL)
+        killed = time.time()
+        code = procs[0][0].wait(timeout=120)
+        waited = time.time() - killed
+    finally:
+        wait_all(procs, 30)
+    log = open(out + ".worker0.log").read()
+    last = log.strip().splitlines()[-1]
+    assert code == 1, log[-3000:]
+    assert last.startswith("error: no training step finished in 8 s (--step_timeout_seconds)")
+    assert "resume from the last checkpoint in %s" % out in last
+    assert waited < 8 + 30, waited
+    stopped_at = latest_step(out)
+    assert 10 <= stopped_at < steps
+
+    resumed = run_script("run_pretraining.py", *(common + ["--cluster=local"]))
+    assert "resuming from" in resumed.stderr
+    assert latest_step(out) == steps

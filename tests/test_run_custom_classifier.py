@@ -156,3 +156,55 @@ def test_quickstart_pipeline_on_real_sentences_beats_chance(tmp_path):
     # The raw sentences got a prediction each, and the export is where it says.
     assert "predictions for raw sentences" in result.stdout
     assert glob.glob(str(tmp_path / "run" / "classifier" / "serving" / "*" / "saved_model.pb"))
+
+
+def test_two_workers_fine_tune_and_the_chief_evaluates_and_exports(tmp_path):
+    """Two local CPU workers (TF_CONFIG) train one classifier synchronously: the
+    plan counts both workers' replicas, the chief alone writes checkpoints,
+    evaluation and the export, and the model learns the toy task."""
+    import socket
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    model = write_tiny_model(str(tmp_path / "model"), with_classifier_labels=2)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    write_sentiment_csv(str(data_dir / "train.csv"), 64, seed=1)
+    write_sentiment_csv(str(data_dir / "dev.csv"), 24, seed=2)
+    out = str(tmp_path / "out")
+    ports = [free_port(), free_port()]
+    command = [sys.executable, "run_custom_classifier.py", "--task_name=custom",
+               "--data_dir=%s" % data_dir, "--text_a_column=sentence", "--label_column=label",
+               "--vocab_file=%s" % model["vocab_file"],
+               "--bert_config_file=%s" % model["bert_config_file"],
+               "--init_checkpoint=%s" % model["init_checkpoint"], "--output_dir=%s" % out,
+               "--max_seq_length=16", "--train_batch_size=4", "--learning_rate=3e-3",
+               "--num_train_epochs=8", "--do_train", "--do_eval", "--save_for_serving"]
+    procs = []
+    for index in range(2):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps({
+            "cluster": {"worker": ["localhost:%d" % p for p in ports]},
+            "task": {"type": "worker", "index": index}}))
+        procs.append(subprocess.Popen(command, cwd=os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))), env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True))
+    try:
+        logs = [p.communicate(timeout=300)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert "worker 0 of 2 (chief)" in logs[0] and "worker 1 of 2 (not chief)" in logs[1]
+    # 64 examples x 8 epochs / (4 per replica x 2 workers) = 64 optimizer steps.
+    assert "2 replicas x 4 examples per replica" in logs[0] and "= 64 optimizer steps" in logs[0]
+    assert "step 64/64 (100%)" in logs[0] and "examples/s" not in logs[1]
+    assert tf.train.latest_checkpoint(out).endswith("model.ckpt-64")
+    with open(os.path.join(out, "eval_results.json")) as f:
+        report = json.load(f)
+    assert report["global_step"] == 64 and report["accuracy"] > 0.8
+    assert glob.glob(os.path.join(out, "serving", "*", "saved_model.pb"))
+    assert not os.path.exists(os.path.join(out, "tmp_worker_1"))
