@@ -11,6 +11,7 @@ into, and how many batches a checkpoint says were consumed.
 import glob
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -274,8 +275,12 @@ def test_sigterm_saves_the_step_a_second_run_is_refused_and_the_rerun_resumes(tm
                                  stderr=log)
     try:
         _wait_for_line(first, log_path, r"^step \d+/%d " % planned)
+        # Paused (still holding the lock) so it cannot finish while the second
+        # run starts up; the SIGTERM is handled as soon as it continues.
+        first.send_signal(signal.SIGSTOP)
         second = _run(command)
-        first.send_signal(subprocess.signal.SIGTERM)
+        first.send_signal(signal.SIGTERM)
+        first.send_signal(signal.SIGCONT)
         first.wait(timeout=120)
     finally:
         if first.poll() is None:
