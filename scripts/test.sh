@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the test requirements into .venv and runs every test, the slow ones
-# (real model and corpora, fetched from PyPI) included. Extra arguments go to pytest.
+# (real model and corpora, fetched from PyPI) included, on one pytest worker per
+# CPU (pytest-xdist; TEST_WORKERS=0 runs them in this process). Extra arguments
+# go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh requirements-test.txt
-exec "$PY" -m pytest "$@"
+exec "$PY" -m pytest -n "${TEST_WORKERS:-auto}" "$@"

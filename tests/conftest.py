@@ -36,3 +36,10 @@ def minilm_checkpoint(minilm_dir, tmp_path_factory):
     return {"vocab_file": os.path.join(out, "vocab.txt"),
             "bert_config_file": os.path.join(out, "bert_config.json"),
             "init_checkpoint": os.path.join(out, "bert_model.ckpt")}
+
+
+def pytest_collection_modifyitems(items):
+    """The real-data tests first: spread over the test workers (scripts/test.sh
+    runs pytest-xdist), the minutes-long ones never start last and leave one
+    worker running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

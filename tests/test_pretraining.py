@@ -612,11 +612,10 @@ def test_tiny_bert_from_scratch_lowers_the_masked_lm_loss(reviews):
 
 
 @pytest.mark.slow
-def test_continue_pretraining_minilm_then_load_into_bert_and_classifier(reviews, minilm_dir):
-    import convert_hf_checkpoint
+def test_continue_pretraining_minilm_then_load_into_bert_and_classifier(
+        reviews, minilm_checkpoint):
     text_path, vocab_file, root = reviews
-    converted = str(root / "minilm")
-    convert_hf_checkpoint.convert(minilm_dir, converted)
+    converted = os.path.dirname(minilm_checkpoint["init_checkpoint"])
     small = str(root / "small_reviews.txt")
     with open(text_path) as source, open(small, "w") as target:
         target.write(source.read()[:150000])

@@ -447,10 +447,8 @@ def write_checkpoint_with_head(source, dest_prefix, num_labels=2, seed=7):
 
 @pytest.mark.slow
 def test_fine_tuning_on_real_reviews_raises_mrr_over_the_untrained_model(
-        minilm_dir, corpora_dir, tmp_path):
-    import convert_hf_checkpoint
-    converted = str(tmp_path / "minilm")
-    convert_hf_checkpoint.convert(minilm_dir, converted)
+        minilm_checkpoint, corpora_dir, tmp_path):
+    converted = os.path.dirname(minilm_checkpoint["init_checkpoint"])
     data_dir = str(tmp_path / "data")
     os.makedirs(data_dir)
     assert write_keyword_task(corpora_dir, data_dir) == (512, 32)

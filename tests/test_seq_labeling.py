@@ -413,12 +413,12 @@ ENTITY_F1_FLOOR = 0.2
 
 
 @pytest.mark.slow
-def test_minilm_learns_entities_from_real_tweets(tmp_path):
+def test_minilm_learns_entities_from_real_tweets(tmp_path, minilm_checkpoint):
     """scripts/run_seq_labeling.sh itself: the real all-MiniLM-L6-v2 fine-tuned on
     the real tweet NER corpus (seeded 80/10/10 split), scored on dev, exported."""
     env = dict(ENV, SKIP_SETUP="1", PYTHON=sys.executable, EPOCHS="1", BATCH_SIZE="4",
                LEARNING_RATE="5e-5", MAX_SEQ_LENGTH="32", RUN_DIR=str(tmp_path / "run"),
-               MODEL_DIR=str(tmp_path / "model"))
+               MODEL_DIR=os.path.dirname(minilm_checkpoint["init_checkpoint"]))
     result = subprocess.run(["bash", "scripts/run_seq_labeling.sh"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             universal_newlines=True, timeout=1200)
