@@ -55,16 +55,17 @@ def tokenizer(tiny_model):
 
 def toy_file(rng, paragraphs, impossible=False):
     """Learnable toy questions on the tiny vocabulary: the answer is the one
-    sentiment word of a context of filler words."""
+    sentiment word of a context of filler words (v2.0: plus an unanswerable
+    question per paragraph)."""
     entries = []
     for p in range(paragraphs):
         words = [rng.choice(TINY_WORDS[:9]) for _ in range(rng.randint(20, 50))]
-        words.insert(rng.randint(0, len(words)), rng.choice(["good", "great", "awful"]))
+        position = rng.randint(0, len(words))
+        words.insert(position, rng.choice(["good", "great", "awful"]))
         context = " ".join(words)
-        key = next(w for w in words if w in ("good", "great", "awful"))
-        qas = [qa("p%d" % p, "is the movie good", " " + context + " ", " %s " % key)]
-        qas[0]["answers"][0] = {"text": key, "answer_start": (" " + context + " ").index(
-            " %s " % key)}
+        start = len(" ".join(words[:position])) + (1 if position else 0)
+        qas = [{"id": "p%d" % p, "question": "is the movie good",
+                "answers": [{"text": words[position], "answer_start": start}]}]
         if impossible:
             qas[0]["is_impossible"] = False
             qas.append({"id": "n%d" % p, "question": "music", "answers": [],
@@ -369,8 +370,10 @@ def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
     test = write_json(tmp_path / "test.json", unanswered)
     out1, out2 = str(tmp_path / "v1"), str(tmp_path / "v2")
     commands = [
-        script_args(tiny_model, out1, "--do_train", "--train_file=" + train, "--do_predict",
-                    "--predict_file=" + dev, "--learning_rate=1e-3", "--num_train_epochs=3",
+        # Google's README spelling of the flags, TPU flags included.
+        script_args(tiny_model, out1, "--do_train=True", "--train_file=" + train,
+                    "--do_predict=True", "--predict_file=" + dev, "--learning_rate=1e-3",
+                    "--num_train_epochs=3.0", "--use_tpu=False", "--tpu_name=unused",
                     "--save_for_serving"),
         script_args(tiny_model, out2, "--do_train", "--train_file=" + train2, "--do_predict",
                     "--predict_file=" + dev2, "--learning_rate=1e-3", "--num_train_epochs=2",
@@ -471,8 +474,9 @@ def test_real_vocab_windows_and_a_short_fine_tuning(minilm_checkpoint, tmp_path)
         "--bert_config_file=%s" % minilm_checkpoint["bert_config_file"],
         "--init_checkpoint=%s" % minilm_checkpoint["init_checkpoint"],
         "--output_dir=%s" % output_dir, "--do_train", "--train_file=" + train,
-        "--do_predict", "--predict_file=" + dev, "--max_seq_length=128",
-        "--doc_stride=64", "--train_batch_size=16", "--num_train_epochs=0.5",
+        "--do_predict", "--predict_file=" + dev, "--max_seq_length=96",
+        "--doc_stride=48", "--max_query_length=24", "--train_batch_size=16",
+        "--num_train_epochs=0.2",
         "--learning_rate=1e-4", "--predict_batch_size=32", "--save_for_serving"]], [[]])
     assert result.returncode == 0, result.stderr[-3000:]
     with open(os.path.join(output_dir, "nbest_predictions.json")) as f:
@@ -484,7 +488,7 @@ def test_real_vocab_windows_and_a_short_fine_tuning(minilm_checkpoint, tmp_path)
                 for q in squad_data.read_squad(dev, False, False).questions}
     assert all(entry["text"] in contexts[qid] for qid, entries in nbest.items()
                for entry in entries)
-    check_export(output_dir, dev, nbest, 128, 64, 64)
+    check_export(output_dir, dev, nbest, 96, 48, 24)
 
 
 def check_export(output_dir, dev, nbest, seq, stride, query):
