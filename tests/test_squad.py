@@ -368,8 +368,11 @@ def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
         for entry in paragraph["qas"]:
             del entry["answers"]
     test = write_json(tmp_path / "test.json", unanswered)
-    out1, out2 = str(tmp_path / "v1"), str(tmp_path / "v2")
+    out1, out2, out3 = str(tmp_path / "v1"), str(tmp_path / "v2"), str(tmp_path / "test")
+    # Google's predict recipe: --init_checkpoint holds a fine-tuned model.
+    fine_tuned = dict(tiny_model, init_checkpoint=write_fine_tuned(tiny_model, tmp_path))
     commands = [
+        script_args(fine_tuned, out3, "--do_predict", "--predict_file=" + test),
         # Google's README spelling of the flags, TPU flags included.
         script_args(tiny_model, out1, "--do_train=True", "--train_file=" + train,
                     "--do_predict=True", "--predict_file=" + dev, "--learning_rate=1e-3",
@@ -379,7 +382,7 @@ def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
                     "--predict_file=" + dev2, "--learning_rate=1e-3", "--num_train_epochs=2",
                     "--version_2_with_negative"),
     ]
-    watched = [[], []]
+    watched = [[], [], []]
     cases = bad_cases()
     for name, content, extra, _ in cases:
         path = str(tmp_path / "missing.json")
@@ -391,20 +394,41 @@ def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
         commands.append(script_args(tiny_model, output, *flags))
         watched.append([output])
     results = run_commands(commands, watched)
-    for result in results[:2]:
+    for result in results[:3]:
         assert result.returncode == 0, result.stderr[-3000:]
-    for result, (name, _, _, parts) in zip(results[2:], cases):
+    for result, (name, _, _, parts) in zip(results[3:], cases):
         check_one_error_line(result, parts)
-    # The test run: predictions for unanswered questions, no scores (forked runs
-    # cannot share output_dir with the run above while it trains, so it runs now).
-    [predicted] = run_commands([script_args(tiny_model, out1, "--do_predict",
-                                            "--predict_file=" + test)], [[]])
-    assert predicted.returncode == 0, predicted.stderr[-3000:]
-    check_v1_outputs(out1, dev, test)
+    check_v1_outputs(out1, dev)
     check_v2_outputs(out2, dev2)
+    # Questions without answers (Google's test files): answered, not scored.
+    assert "using the fine-tuned model in --init_checkpoint" in results[0].stderr
+    assert not os.path.exists(os.path.join(out3, "eval_results.txt"))
+    with open(os.path.join(out3, "predictions.json")) as f:
+        assert set(json.load(f)) == {"p%d" % i for i in range(8)}
+    assert os.path.exists(os.path.join(out3, "nbest_predictions.json"))
 
 
-def check_v1_outputs(output_dir, dev, test):
+def write_fine_tuned(model, tmp_path):
+    """A checkpoint of the tiny model with a (random) SQuAD head and a
+    global_step: what Google's script leaves after fine-tuning."""
+    import tensorflow as tf
+    import modeling
+    tf1 = tf.compat.v1
+    config = modeling.BertConfig.from_json_file(model["bert_config_file"])
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(5)
+        modeling.BertModel(config, False, tf1.placeholder(tf.int32, [None, 8]))
+        tf1.get_variable(squad.WEIGHTS, [2, config.hidden_size])
+        tf1.get_variable(squad.BIAS, [2], initializer=tf1.zeros_initializer())
+        tf1.train.get_or_create_global_step()
+        with tf1.Session(graph=graph) as sess:
+            sess.run(tf1.global_variables_initializer())
+            return tf1.train.Saver().save(sess, str(tmp_path / "fine_tuned" / "model.ckpt"),
+                                          write_meta_graph=False)
+
+
+def check_v1_outputs(output_dir, dev):
     with open(os.path.join(output_dir, "predictions.json")) as f:
         predictions = json.load(f)
     with open(os.path.join(output_dir, "nbest_predictions.json")) as f:
