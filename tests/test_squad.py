@@ -379,9 +379,10 @@ def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
                     "--do_predict=True", "--predict_file=" + dev, "--learning_rate=1e-3",
                     "--num_train_epochs=3.0", "--use_tpu=False", "--tpu_name=unused",
                     "--save_for_serving"),
-        script_args(tiny_model, out2, "--do_train", "--train_file=" + train2, "--do_predict",
+        # --do_eval scores the predict file, here after each epoch too.
+        script_args(tiny_model, out2, "--do_train", "--train_file=" + train2, "--do_eval",
                     "--predict_file=" + dev2, "--learning_rate=1e-3", "--num_train_epochs=2",
-                    "--version_2_with_negative"),
+                    "--version_2_with_negative", "--eval_every_epoch", "--plot=false"),
     ]
     watched = [[], [], []]
     cases = bad_cases()
@@ -469,6 +470,10 @@ def check_v2_outputs(output_dir, dev):
     assert report["HasAns_total"] == report["NoAns_total"] == 6
     for key in ("best_f1", "best_f1_thresh", "best_exact", "NoAns_f1", "HasAns_exact"):
         assert key in report
+    with open(os.path.join(output_dir, "eval_history.jsonl")) as f:
+        history = [json.loads(line) for line in f]
+    assert len(history) == 2 and {entry["metric"] for entry in history} == {"f1"}
+    assert report["global_step"] == history[-1]["best_step"]
 
 
 # -- the real model ----------------------------------------------------------------------
