@@ -336,7 +336,10 @@ def train(estimator, task, options, prepared, placement):
             model_selection.save_best(options.output_dir, checkpoint, entry)
         model_selection.append_entry(options.output_dir, entry)
         history.append(entry)
-        training.write_summaries(os.path.join(options.output_dir, "eval"), step, report)
+        # A FileWriter cannot be made eagerly; Estimator.evaluate has made this one
+        # only for tasks with streamed_eval.
+        with tf.Graph().as_default():
+            training.write_summaries(os.path.join(options.output_dir, "eval"), step, report)
         console.info(model_selection.describe(entry, plan.num_train_steps, task.summary_keys))
         if options.plot:
             model_selection.plot_learning_curve(

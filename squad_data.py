@@ -1,0 +1,452 @@
+"""SQuAD v1.1 and v2.0: reading the JSON, and questions as windowed features.
+
+No TensorFlow here.
+
+Reading follows the file format of google-research/bert's run_squad.py: a
+context is split into whitespace-separated words (space, tab, CR, LF and
+U+202F count as whitespace, nothing else), an answer is located by its
+`answer_start` character, and a question becomes one window or more:
+
+    [CLS] question (at most max_query_length pieces) [SEP] context piece ... [SEP]
+
+The context pieces (WordPiece tokens of each word) slide `doc_stride` pieces
+at a time; a piece seen by several windows is scored in the one where it has
+the most context on both sides ("max context"). A training window that does
+not hold the whole answer, and every window of a v2.0 unanswerable question,
+points at [CLS] (start = end = 0).
+
+Every mistake in a file is one InputError `<file>: <where in the JSON>: <what
+was expected>`, where the place reads like `data[2].paragraphs[0].qas[5]`.
+"""
+
+import collections
+import hashlib
+import json
+
+import numpy as np
+
+import fileio
+from errors import InputError, show
+
+# Google's whitespace: the five characters its reader splits contexts on.
+WHITESPACE = frozenset(" \t\r\n\u202f")
+
+Paragraph = collections.namedtuple("Paragraph", ["context", "words"])
+"""context: the text; words: its whitespace-separated words (a tuple of str)."""
+
+Question = collections.namedtuple("Question", [
+    "qas_id", "question", "paragraph", "answer_text", "start_word", "end_word",
+    "is_impossible", "gold_answers"])
+"""One question. paragraph: its Paragraph (shared by the paragraph's questions);
+answer_text, start_word, end_word: the first answer and the words it covers
+(None, -1, -1 when there is none or the question is unanswerable);
+is_impossible: v2.0's flag; gold_answers: every answer text, for scoring
+(None when the file has no answers)."""
+
+Window = collections.namedtuple("Window", [
+    "tokens", "token_to_word", "is_max_context", "start_position", "end_position"])
+"""One model input. tokens: [CLS] question [SEP] context pieces [SEP] (str);
+token_to_word: position -> word index in the paragraph, for context pieces;
+is_max_context: position -> whether this window is the piece's best;
+start_position, end_position: the answer's positions in `tokens` (0 = [CLS]:
+no answer here), or None outside training."""
+
+SquadFile = collections.namedtuple("SquadFile", ["questions", "has_answers",
+                                                 "skipped"])
+"""questions: [Question]; has_answers: every question carries gold answers
+(or is unanswerable), so predictions can be scored; skipped: training
+questions left out because their answer cannot be recovered from the words
+(Google's rule, see read_squad)."""
+
+
+def split_words(context):
+    """(words, char_to_word): the whitespace-separated words of `context`, and for
+    every character the index of the word it is in (or, for whitespace, of the
+    word before it; -1 before the first word)."""
+    words = []
+    char_to_word = []
+    after_space = True
+    for char in context:
+        if char in WHITESPACE:
+            after_space = True
+        else:
+            if after_space:
+                words.append(char)
+            else:
+                words[-1] += char
+            after_space = False
+        char_to_word.append(len(words) - 1)
+    return words, char_to_word
+
+
+def _where(path):
+    """`data[0].paragraphs[1]` from ["data", 0, "paragraphs", 1]."""
+    text = ""
+    for part in path:
+        text += "[%d]" % part if isinstance(part, int) else ("." if text else "") + part
+    return text or "top level"
+
+
+class _Checker(object):
+    """Type checks that raise `<file>: <where>: <expected>`."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def fail(self, where, message):
+        raise InputError("%s: %s: %s" % (self.path, _where(where), message))
+
+    def get(self, container, key, where, kind, required=True, default=None):
+        """container[key], checked to be a `kind` ("list", "object", "string",
+        "integer", "boolean"); `default` when absent and not required."""
+        if key not in container:
+            if required:
+                self.fail(where, 'no "%s"; expected %s' % (key, _KIND_TEXT[kind]))
+            return default
+        value = container[key]
+        if not _KIND_TEST[kind](value):
+            self.fail(where + [key], "expected %s, got %s" % (_KIND_TEXT[kind], show(value)))
+        return value
+
+
+_KIND_TEST = {
+    "list": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+}
+_KIND_TEXT = {"list": "a list", "object": "an object", "string": "a string",
+              "integer": "a whole number", "boolean": "true or false"}
+
+
+def load_json(path):
+    """The parsed JSON of `path`; InputError naming the file (and the line and
+    column of a syntax error) otherwise."""
+    try:
+        with fileio.open_file(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise InputError("%s: file not found" % path)
+    except IsADirectoryError:
+        raise InputError("%s: is a directory, expected a SQuAD JSON file" % path)
+    except OSError as e:
+        raise InputError("%s: cannot read the file: %s" % (path, e.strerror or e))
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError("%s: not valid UTF-8: byte 0x%02x at byte offset %d"
+                         % (path, raw[e.start], e.start))
+    if not text.strip():
+        raise InputError('%s: the file is empty; expected SQuAD JSON ({"data": [...]})'
+                         % path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError("%s: line %d column %d: not valid JSON (%s)"
+                         % (path, e.lineno, e.colno, e.msg))
+
+
+def read_squad(path, is_training, version_2_with_negative):
+    """The questions of a SQuAD JSON file, checked (see the module docstring).
+
+    is_training: every answerable question needs an answer; its first one is
+    located in the words (Google's reader, which also leaves out the rare
+    question whose answer text cannot be found in the words it covers:
+    counted in `skipped`). Outside training answers are optional, but a file
+    that has some must have them for every question (they are scored).
+    Returns a SquadFile.
+    """
+    check = _Checker(path)
+    data = load_json(path)
+    if not isinstance(data, dict):
+        check.fail([], 'expected an object with a "data" list (SQuAD JSON), got %s'
+                   % show(data))
+    articles = check.get(data, "data", [], "list")
+    questions = []
+    seen_ids = {}
+    skipped = 0
+    with_answers = without_answers = None  # the first question of each kind
+    for a, article in enumerate(articles):
+        where = ["data", a]
+        if not isinstance(article, dict):
+            check.fail(where, "expected an object with \"paragraphs\", got %s" % show(article))
+        for p, paragraph in enumerate(check.get(article, "paragraphs", where, "list")):
+            where = ["data", a, "paragraphs", p]
+            if not isinstance(paragraph, dict):
+                check.fail(where, 'expected an object with "context" and "qas", got %s'
+                           % show(paragraph))
+            context = check.get(paragraph, "context", where, "string")
+            words, char_to_word = split_words(context)
+            if not words:
+                check.fail(where + ["context"], "the context is empty; expected text")
+            shared = Paragraph(context, tuple(words))
+            for q, qa in enumerate(check.get(paragraph, "qas", where, "list")):
+                where = ["data", a, "paragraphs", p, "qas", q]
+                question = _read_question(check, qa, where, shared, char_to_word,
+                                          is_training, version_2_with_negative)
+                if question.qas_id in seen_ids:
+                    check.fail(where + ["id"], "id %s is also the id of %s; expected unique "
+                               "ids" % (show(question.qas_id), seen_ids[question.qas_id]))
+                seen_ids[question.qas_id] = _where(where)
+                if question.gold_answers is None:
+                    without_answers = without_answers or where
+                else:
+                    with_answers = with_answers or where
+                if with_answers and without_answers:
+                    check.fail(without_answers + ["answers"],
+                               "no answers, but %s has some; expected answers for every "
+                               "question (to score them) or for none" % _where(with_answers))
+                if is_training and not question.is_impossible and not _recoverable(question):
+                    skipped += 1
+                    continue
+                questions.append(question)
+    if not questions:
+        check.fail(["data"], "no questions; expected articles with paragraphs and qas")
+    return SquadFile(questions, with_answers is not None, skipped)
+
+
+def _read_question(check, qa, where, paragraph, char_to_word, is_training, version_2):
+    """One Question from the `qas` entry `qa`, checked."""
+    if not isinstance(qa, dict):
+        check.fail(where, 'expected an object with "id" and "question", got %s' % show(qa))
+    qas_id = check.get(qa, "id", where, "string")
+    text = check.get(qa, "question", where, "string")
+    is_impossible = check.get(qa, "is_impossible", where, "boolean", required=False,
+                              default=False)
+    if is_impossible and not version_2:
+        check.fail(where + ["is_impossible"], "true: unanswerable questions are SQuAD "
+                   "2.0 data; expected --version_2_with_negative")
+    answers = check.get(qa, "answers", where, "list", required=False)
+    if answers is None and is_training:
+        check.fail(where, 'no "answers"; expected a list of {"text", "answer_start"} '
+                   'to train on')
+    located = []
+    for n, answer in enumerate(answers or []):
+        located.append(_locate_answer(check, answer, where + ["answers", n],
+                                      paragraph.context, char_to_word))
+    if not located and not is_impossible and (is_training or answers is not None):
+        check.fail(where + ["answers"], "empty; expected at least one answer (or "
+                   '"is_impossible": true with --version_2_with_negative)')
+    gold = None
+    if answers is not None:
+        gold = [] if is_impossible else [answer_text for answer_text, _, _ in located]
+    first = located[0] if located and not is_impossible else (None, -1, -1)
+    return Question(qas_id, text, paragraph, first[0], first[1], first[2], is_impossible,
+                    gold)
+
+
+def _locate_answer(check, answer, where, context, char_to_word):
+    """(text, start word, end word) of one answer, its offset checked."""
+    if not isinstance(answer, dict):
+        check.fail(where, 'expected an object with "text" and "answer_start", got %s'
+                   % show(answer))
+    text = check.get(answer, "text", where, "string")
+    start = check.get(answer, "answer_start", where, "integer")
+    if not text.strip():
+        check.fail(where + ["text"], "blank; expected the answer's text")
+    if not 0 <= start < len(context):
+        check.fail(where + ["answer_start"], "%d is outside the context (%d characters); "
+                   "expected the offset of the answer's first character"
+                   % (start, len(context)))
+    found = context[start:start + len(text)]
+    if found != text:
+        check.fail(where, "the text %s is not at answer_start %d (the context has %s "
+                   "there); expected the offset of the answer in the context"
+                   % (show(text, 40), start, show(found, 40)))
+    # The words holding the answer's first and last non-blank characters (an
+    # answer may begin or end with a space).
+    first = start + len(text) - len(text.lstrip())
+    last = start + len(text.rstrip()) - 1
+    return text, char_to_word[first], char_to_word[last]
+
+
+def _recoverable(question):
+    """Google's check: the answer text (whitespace normalised) is found in the
+    words it spans; otherwise (odd Unicode spaces, say) it cannot be trained on."""
+    span = " ".join(question.paragraph.words[question.start_word:question.end_word + 1])
+    return span.find(" ".join(question.answer_text.split())) != -1
+
+
+def examples_digest(questions, settings):
+    """A hash of the questions (ids, texts, contexts, answers) and of `settings`
+    (the window settings their features depend on)."""
+    digest = hashlib.sha1(json.dumps(settings, sort_keys=True).encode("utf-8"))
+    last_paragraph = None
+    for q in questions:
+        if q.paragraph is not last_paragraph:
+            digest.update(q.paragraph.context.encode("utf-8") + b"\0")
+            last_paragraph = q.paragraph
+        digest.update(json.dumps([q.qas_id, q.question, q.answer_text, q.start_word,
+                                  q.end_word, q.is_impossible]).encode("utf-8"))
+    return digest.hexdigest()
+
+
+# -- windows -------------------------------------------------------------------------
+
+TokenizedQuestion = collections.namedtuple("TokenizedQuestion", [
+    "question", "query_tokens", "pieces", "piece_to_word", "word_to_piece"])
+"""A question's WordPiece tokens: query_tokens (cut to max_query_length);
+pieces: the context's tokens, word by word; piece_to_word[i]: the word of
+piece i; word_to_piece[w]: the first piece of word w (len(pieces) for a word
+with no piece)."""
+
+
+def tokenize_questions(questions, tokenizer, max_query_length, batch=256):
+    """Yields a TokenizedQuestion per question, in order.
+
+    A paragraph's words are tokenized once for all its questions (they are
+    consecutive in a SQuAD file), each word on its own as Google does, in
+    batches through the tokenizer's fast path.
+    """
+    cached = (None, None)
+    for chunk in fileio.chunks(questions, batch):
+        query_tokens = tokenizer.tokenize_batch([q.question for q in chunk])
+        for question, query in zip(chunk, query_tokens):
+            if question.paragraph is not cached[0]:
+                cached = (question.paragraph, _tokenize_words(question.paragraph.words,
+                                                              tokenizer))
+            pieces, piece_to_word, word_to_piece = cached[1]
+            yield TokenizedQuestion(question, list(query[:max_query_length]), pieces,
+                                    piece_to_word, word_to_piece)
+
+
+def _tokenize_words(words, tokenizer):
+    """(pieces, piece_to_word, word_to_piece) of a paragraph's words."""
+    pieces, piece_to_word, word_to_piece = [], [], []
+    for index, word_pieces in enumerate(tokenizer.tokenize_batch(list(words))):
+        word_to_piece.append(len(pieces))
+        pieces.extend(word_pieces)
+        piece_to_word.extend([index] * len(word_pieces))
+    return pieces, piece_to_word, word_to_piece
+
+
+def answer_pieces(tokenized, tokenizer):
+    """(first, last) context pieces of the question's answer, or (-1, -1).
+
+    The answer's words, narrowed to the pieces whose text equals the answer's
+    own tokens when some do (Google's rule: "(1895-1943)." holds the answer
+    1895 as a piece of its own)."""
+    question = tokenized.question
+    if question.is_impossible or question.answer_text is None:
+        return -1, -1
+    first = tokenized.word_to_piece[question.start_word]
+    if question.end_word + 1 < len(tokenized.word_to_piece):
+        last = tokenized.word_to_piece[question.end_word + 1] - 1
+    else:
+        last = len(tokenized.pieces) - 1
+    wanted = " ".join(tokenizer.tokenize(question.answer_text))
+    pieces = tokenized.pieces
+    for start in range(first, last + 1):
+        for end in range(last, start - 1, -1):
+            if " ".join(pieces[start:end + 1]) == wanted:
+                return start, end
+    return first, last
+
+
+def doc_spans(num_pieces, budget, stride):
+    """[(start, length)] of the windows over `num_pieces` context pieces, at most
+    `budget` pieces each, starting `stride` apart (never leaving a gap), the
+    last reaching the end: Google's sliding window. One empty span for a
+    context without pieces, so every question has a window."""
+    spans = []
+    start = 0
+    while start < num_pieces:
+        length = min(num_pieces - start, budget)
+        spans.append((start, length))
+        if start + length == num_pieces:
+            break
+        start += min(length, stride)
+    return spans or [(0, 0)]
+
+
+def max_context_span(spans, position):
+    """Index of the span where piece `position` has the most context: the
+    largest min(left, right) neighbours, plus 0.01 x the span's length (ties
+    go to the first)."""
+    best, best_score = None, None
+    for index, (start, length) in enumerate(spans):
+        end = start + length - 1
+        if start <= position <= end:
+            score = min(position - start, end - position) + 0.01 * length
+            if best_score is None or score > best_score:
+                best, best_score = index, score
+    return best
+
+
+def question_windows(tokenized, max_seq_length, doc_stride, answer=None):
+    """The Windows of one TokenizedQuestion.
+
+    answer: (first, last) context pieces of the answer to place (training),
+    (-1, -1) for no answer (points at [CLS]), or None (prediction: no
+    positions).
+    """
+    query = tokenized.query_tokens
+    budget = max_seq_length - len(query) - 3
+    spans = doc_spans(len(tokenized.pieces), budget, doc_stride)
+    offset = len(query) + 2
+    windows = []
+    for index, (start, length) in enumerate(spans):
+        tokens = ["[CLS]"] + query + ["[SEP]"] + tokenized.pieces[start:start + length]
+        tokens.append("[SEP]")
+        token_to_word = {offset + i: tokenized.piece_to_word[start + i] for i in range(length)}
+        is_max_context = {offset + i: max_context_span(spans, start + i) == index
+                          for i in range(length)}
+        start_position = end_position = None
+        if answer is not None:
+            start_position = end_position = 0
+            first, last = answer
+            if first >= 0 and start <= first and last <= start + length - 1:
+                start_position = first - start + offset
+                end_position = last - start + offset
+        windows.append(Window(tokens, token_to_word, is_max_context, start_position,
+                              end_position))
+    return windows
+
+
+def check_window_settings(max_seq_length, doc_stride, max_query_length):
+    """InputError unless a window has room for the question and some context."""
+    if max_query_length < 1:
+        raise InputError("--max_query_length=%d: expected at least 1" % max_query_length)
+    if doc_stride < 1:
+        raise InputError("--doc_stride=%d: expected at least 1 (context pieces between "
+                         "the starts of a question's windows)" % doc_stride)
+    if max_seq_length <= max_query_length + 3:
+        raise InputError("--max_seq_length=%d: expected more than --max_query_length + 3 "
+                         "= %d ([CLS], the question, two [SEP] and some context)"
+                         % (max_seq_length, max_query_length + 3))
+
+
+def windows_of(questions, tokenizer, max_seq_length, doc_stride, max_query_length,
+               is_training):
+    """Yields (question index, Window) of every window of every question, in order."""
+    for index, tokenized in enumerate(tokenize_questions(questions, tokenizer,
+                                                         max_query_length)):
+        answer = answer_pieces(tokenized, tokenizer) if is_training else None
+        for window in question_windows(tokenized, max_seq_length, doc_stride, answer):
+            yield index, window
+
+
+def feature_rows(questions, tokenizer, max_seq_length, doc_stride, max_query_length,
+                 is_training):
+    """The TFRecord feature dicts of every window, in order: input_ids,
+    input_mask, segment_ids (int32 [max_seq_length]) and start_positions,
+    end_positions (training) or example_index (the question's index), int32 [1]."""
+    rows = []
+    for index, window in windows_of(questions, tokenizer, max_seq_length, doc_stride,
+                                    max_query_length, is_training):
+        ids = tokenizer.convert_tokens_to_ids(window.tokens)
+        input_ids = np.zeros(max_seq_length, dtype=np.int32)
+        input_mask = np.zeros(max_seq_length, dtype=np.int32)
+        segment_ids = np.zeros(max_seq_length, dtype=np.int32)
+        input_ids[:len(ids)] = ids
+        input_mask[:len(ids)] = 1
+        segment_ids[window.tokens.index("[SEP]") + 1:len(ids)] = 1
+        row = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        if is_training:
+            row["start_positions"] = np.array([window.start_position], dtype=np.int32)
+            row["end_positions"] = np.array([window.end_position], dtype=np.int32)
+        else:
+            row["example_index"] = np.array([index], dtype=np.int32)
+        rows.append(row)
+    return rows
