@@ -54,7 +54,7 @@ no answer here), or None outside training."""
 SquadFile = collections.namedtuple("SquadFile", ["questions", "has_answers",
                                                  "skipped"])
 """questions: [Question]; has_answers: every question carries gold answers
-(or is unanswerable), so predictions can be scored; skipped: training
+(or is unanswerable), so predictions can be scored; skipped: the ids of the training
 questions left out because their answer cannot be recovered from the words
 (Google's rule, see read_squad)."""
 
@@ -153,7 +153,7 @@ def read_squad(path, is_training, version_2_with_negative):
     is_training: every answerable question needs an answer; its first one is
     located in the words (Google's reader, which also leaves out the rare
     question whose answer text cannot be found in the words it covers:
-    counted in `skipped`). Outside training answers are optional, but a file
+    their ids in `skipped`). Outside training answers are optional, but a file
     that has some must have them for every question (they are scored).
     Returns a SquadFile.
     """
@@ -165,7 +165,7 @@ def read_squad(path, is_training, version_2_with_negative):
     articles = check.get(data, "data", [], "list")
     questions = []
     seen_ids = {}
-    skipped = 0
+    skipped = []
     with_answers = without_answers = None  # the first question of each kind
     for a, article in enumerate(articles):
         where = ["data", a]
@@ -198,7 +198,7 @@ def read_squad(path, is_training, version_2_with_negative):
                                "no answers, but %s has some; expected answers for every "
                                "question (to score them) or for none" % _where(with_answers))
                 if is_training and not question.is_impossible and not _recoverable(question):
-                    skipped += 1
+                    skipped.append(question.qas_id)
                     continue
                 questions.append(question)
     if not questions:
