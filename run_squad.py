@@ -72,10 +72,7 @@ def read_examples(options):
     if options.do_train:
         train = squad_data.read_squad(FLAGS.train_file, True, version_2)
         if train.skipped:
-            console.warning("%s: %d question(s) left out of training (%s%s): the "
-                         "answer text is not in the words it covers (Google's reader leaves "
-                         "them out too)", FLAGS.train_file, len(train.skipped),
-                         ", ".join(train.skipped[:3]), ", ..." if len(train.skipped) > 3 else "")
+            console.warning("%s", squad_data.left_out_line(FLAGS.train_file, train.skipped))
         examples["train"] = train.questions
     wants_answers = options.do_predict or options.do_eval
     if wants_answers:

@@ -5,7 +5,7 @@ No TensorFlow here.
 Reading follows the file format of google-research/bert's run_squad.py: a
 context is split into whitespace-separated words (space, tab, CR, LF and
 U+202F count as whitespace, nothing else), an answer is located by its
-`answer_start` character, and a question becomes one window or more:
+`answer_start` character (in training), and a question becomes one window or more:
 
     [CLS] question (at most max_query_length pieces) [SEP] context piece ... [SEP]
 
@@ -38,8 +38,9 @@ Question = collections.namedtuple("Question", [
     "qas_id", "question", "paragraph", "answer_text", "start_word", "end_word",
     "is_impossible", "gold_answers"])
 """One question. paragraph: its Paragraph (shared by the paragraph's questions);
-answer_text, start_word, end_word: the first answer and the words it covers
-(None, -1, -1 when there is none or the question is unanswerable);
+answer_text, start_word, end_word: the first answer and, in training, the words
+it covers (None, -1, -1 when there is none or the question is unanswerable; the
+words are -1 outside training);
 is_impossible: v2.0's flag; gold_answers: every answer text, for scoring
 (None when the file has no answers)."""
 
@@ -54,9 +55,8 @@ no answer here), or None outside training."""
 SquadFile = collections.namedtuple("SquadFile", ["questions", "has_answers",
                                                  "skipped"])
 """questions: [Question]; has_answers: every question carries gold answers
-(or is unanswerable), so predictions can be scored; skipped: the ids of the training
-questions left out because their answer cannot be recovered from the words
-(Google's rule, see read_squad)."""
+(or is unanswerable), so predictions can be scored; skipped: (id, reason) of each
+training question left out by Google's rules (see read_squad)."""
 
 
 def split_words(context):
@@ -151,10 +151,10 @@ def read_squad(path, is_training, version_2_with_negative):
     """The questions of a SQuAD JSON file, checked (see the module docstring).
 
     is_training: every answerable question needs an answer; its first one is
-    located in the words (Google's reader, which also leaves out the rare
-    question whose answer text cannot be found in the words it covers:
-    their ids in `skipped`). Outside training answers are optional, but a file
-    that has some must have them for every question (they are scored).
+    located in the words, and a question Google's reader leaves out (see
+    _left_out_because) is left out here too: (id, reason) in `skipped`, reason
+    a key of LEFT_OUT. Outside training answers are optional, but a file that
+    has some must have them for every question (they are scored).
     Returns a SquadFile.
     """
     check = _Checker(path)
@@ -197,17 +197,24 @@ def read_squad(path, is_training, version_2_with_negative):
                     check.fail(without_answers + ["answers"],
                                "no answers, but %s has some; expected answers for every "
                                "question (to score them) or for none" % _where(with_answers))
-                if is_training and not question.is_impossible and not _recoverable(question):
-                    skipped.append(question.qas_id)
+                reason = _left_out_because(question) if is_training else None
+                if reason:
+                    skipped.append((question.qas_id, reason))
                     continue
                 questions.append(question)
+    if not questions and skipped:
+        raise InputError("%s: every question is left out of training: %s; expected at "
+                         "least one to train on" % (path, _reasons(skipped)))
     if not questions:
         check.fail(["data"], "no questions; expected articles with paragraphs and qas")
     return SquadFile(questions, with_answers is not None, skipped)
 
 
 def _read_question(check, qa, where, paragraph, char_to_word, is_training, version_2):
-    """One Question from the `qas` entry `qa`, checked."""
+    """One Question from the `qas` entry `qa`, checked. In training the first
+    answer is located in the words (start_word = end_word = None when its text
+    is not at its `answer_start`); outside training only the texts matter (the
+    official evaluation reads no offsets)."""
     if not isinstance(qa, dict):
         check.fail(where, 'expected an object with "id" and "question", got %s' % show(qa))
     qas_id = check.get(qa, "id", where, "string")
@@ -221,51 +228,84 @@ def _read_question(check, qa, where, paragraph, char_to_word, is_training, versi
     if answers is None and is_training:
         check.fail(where, 'no "answers"; expected a list of {"text", "answer_start"} '
                    'to train on')
-    located = []
-    for n, answer in enumerate(answers or []):
-        located.append(_locate_answer(check, answer, where + ["answers", n],
-                                      paragraph.context, char_to_word))
-    if not located and not is_impossible and (is_training or answers is not None):
+    texts = [_answer_text(check, answer, where + ["answers", n])
+             for n, answer in enumerate(answers or [])]
+    if not texts and not is_impossible and (is_training or answers is not None):
         check.fail(where + ["answers"], "empty; expected at least one answer (or "
                    '"is_impossible": true with --version_2_with_negative)')
     gold = None
     if answers is not None:
-        gold = [] if is_impossible else [answer_text for answer_text, _, _ in located]
-    first = located[0] if located and not is_impossible else (None, -1, -1)
-    return Question(qas_id, text, paragraph, first[0], first[1], first[2], is_impossible,
+        gold = [] if is_impossible else texts
+    if is_impossible or not texts:
+        return Question(qas_id, text, paragraph, None, -1, -1, is_impossible, gold)
+    start_word = end_word = -1
+    if is_training:
+        start_word, end_word = _answer_words(texts[0], answers[0]["answer_start"],
+                                             paragraph.context, char_to_word)
+    return Question(qas_id, text, paragraph, texts[0], start_word, end_word, is_impossible,
                     gold)
 
 
-def _locate_answer(check, answer, where, context, char_to_word):
-    """(text, start word, end word) of one answer, its offset checked."""
+def _answer_text(check, answer, where):
+    """The text of one answer, its keys and their types checked."""
     if not isinstance(answer, dict):
         check.fail(where, 'expected an object with "text" and "answer_start", got %s'
                    % show(answer))
     text = check.get(answer, "text", where, "string")
-    start = check.get(answer, "answer_start", where, "integer")
+    check.get(answer, "answer_start", where, "integer")
     if not text.strip():
         check.fail(where + ["text"], "blank; expected the answer's text")
-    if not 0 <= start < len(context):
-        check.fail(where + ["answer_start"], "%d is outside the context (%d characters); "
-                   "expected the offset of the answer's first character"
-                   % (start, len(context)))
-    found = context[start:start + len(text)]
-    if found != text:
-        check.fail(where, "the text %s is not at answer_start %d (the context has %s "
-                   "there); expected the offset of the answer in the context"
-                   % (show(text, 40), start, show(found, 40)))
+    return text
+
+
+def _answer_words(text, start, context, char_to_word):
+    """(first word, last word) of an answer, or (None, None) when `text` is not at
+    character `start` of the context."""
+    if not 0 <= start < len(context) or context[start:start + len(text)] != text:
+        return None, None
     # The words holding the answer's first and last non-blank characters (an
     # answer may begin or end with a space).
     first = start + len(text) - len(text.lstrip())
     last = start + len(text.rstrip()) - 1
-    return text, char_to_word[first], char_to_word[last]
+    return char_to_word[first], char_to_word[last]
 
 
-def _recoverable(question):
-    """Google's check: the answer text (whitespace normalised) is found in the
-    words it spans; otherwise (odd Unicode spaces, say) it cannot be trained on."""
+def _left_out_because(question):
+    """Why a training question cannot be trained on (a key of LEFT_OUT), or None.
+    Google's reader leaves out both kinds: an answer whose offset does not hold
+    its text, and one whose text (whitespace normalised) is not found in the
+    words it spans (odd Unicode spaces, say)."""
+    if question.is_impossible:
+        return None
+    if question.start_word is None:
+        return "misplaced"
     span = " ".join(question.paragraph.words[question.start_word:question.end_word + 1])
-    return span.find(" ".join(question.answer_text.split())) != -1
+    if span.find(" ".join(question.answer_text.split())) == -1:
+        return "unrecoverable"
+    return None
+
+
+LEFT_OUT = {"misplaced": "the answer text is not at its answer_start",
+            "unrecoverable": "the answer text is not in the words it covers once "
+                             "whitespace is normalised"}
+
+
+def left_out_line(path, skipped):
+    """One line for the training questions left out (SquadFile.skipped): how
+    many, why, and the first ids of each kind."""
+    return ("%s: %d question(s) left out of training, as Google's reader leaves them "
+            "out: %s" % (path, len(skipped), _reasons(skipped)))
+
+
+def _reasons(skipped):
+    """"2 where <why> (id1, id2); 1 where <why> (id3)" for (id, reason) pairs."""
+    parts = []
+    for reason, why in LEFT_OUT.items():
+        ids = [qas_id for qas_id, kind in skipped if kind == reason]
+        if ids:
+            parts.append("%d where %s (%s%s)" % (len(ids), why, ", ".join(ids[:3]),
+                                                ", ..." if len(ids) > 3 else ""))
+    return "; ".join(parts)
 
 
 def examples_digest(questions, settings):

@@ -92,16 +92,32 @@ def test_words_and_answer_words_follow_googles_whitespace(tmp_path):
     assert first.paragraph is second.paragraph and read.has_answers and not read.skipped
 
 
-def test_an_answer_not_in_its_words_is_left_out_of_training_by_id(tmp_path):
-    """Google's rule: the answer "a\u00a0b" sits inside the one word "a\u00a0b" (a
+def test_training_questions_googles_reader_cannot_use_are_left_out_by_id(tmp_path):
+    """Google's two rules: "a\u00a0b" sits inside the one word "a\u00a0b" (a
     no-break space does not split words) but reads "a b" once whitespace is
-    normalised, so training cannot point at it; it is left out, by id."""
+    normalised, so training cannot point at it; an answer whose answer_start
+    does not hold its text (or lies outside the context) cannot be located.
+    Both are left out of training, by id and reason, and said in one line;
+    predicting keeps them all (the official scores read only the texts)."""
     context = "x a\u00a0b y"
+    moved = qa("moved", "where", context, "y")
+    moved["answers"][0]["answer_start"] = 0
+    outside = qa("outside", "how", context, "y")
+    outside["answers"][0]["answer_start"] = 99
     path = write_json(tmp_path / "a.json", squad_json([(context, [
-        qa("kept", "what", context, "x"), qa("odd", "which", context, "a\u00a0b")])]))
+        qa("kept", "what", context, "x"), qa("odd", "which", context, "a\u00a0b"), moved,
+        outside])]))
     read = squad_data.read_squad(path, True, False)
-    assert [q.qas_id for q in read.questions] == ["kept"] and read.skipped == ["odd"]
-    assert not squad_data.read_squad(path, False, False).skipped  # predicting keeps it
+    assert [q.qas_id for q in read.questions] == ["kept"]
+    assert read.skipped == [("odd", "unrecoverable"), ("moved", "misplaced"),
+                            ("outside", "misplaced")]
+    assert squad_data.left_out_line("a.json", read.skipped) == (
+        "a.json: 3 question(s) left out of training, as Google's reader leaves them out: "
+        "2 where the answer text is not at its answer_start (moved, outside); 1 where "
+        "the answer text is not in the words it covers once whitespace is normalised (odd)")
+    predicted = squad_data.read_squad(path, False, False)
+    assert not predicted.skipped and len(predicted.questions) == 4
+    assert predicted.questions[2].gold_answers == ["y"]
 
 
 def test_fixtures_read_as_the_shared_files_describe():
@@ -349,10 +365,10 @@ def bad_cases():
         ("empty", "", [], ["the file is empty"]),
         ("no_data", {"version": "1.1"}, [], ['top level: no "data"']),
         ("no_context", no_context, [], [where + ': no "context"']),
-        ("outside", outside, [], [where + ".qas[0].answers[0].answer_start: 99 is outside "
-                                  "the context (41 characters)"]),
-        ("moved", moved, [], [where + ".qas[0].answers[0]: the text 'awful' is not at "
-                              "answer_start 3"]),
+        ("outside", outside, [], ["outside.json: every question is left out of training: 1 "
+                                  "where the answer text is not at its answer_start (a)"]),
+        ("moved", moved, [], ["not at its answer_start (a); expected at least one to "
+                              "train on"]),
         ("string_start", text_start, [], ["answer_start: expected a whole number, got '5'"]),
         ("v2_without_flag", v2, [], [where + ".qas[1].is_impossible: true",
                                      "--version_2_with_negative"]),
@@ -370,7 +386,13 @@ def bad_cases():
 def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
     import random
     rng = random.Random(0)
-    train = write_json(tmp_path / "train.json", toy_file(rng, 40))
+    train_json = toy_file(rng, 40)
+    # One answer off its answer_start: left out of training, said in one line.
+    misplaced = json.loads(json.dumps(train_json["data"][0]["paragraphs"][0]["qas"][0]))
+    misplaced.update(id="off")
+    misplaced["answers"][0]["answer_start"] += 1
+    train_json["data"][0]["paragraphs"][0]["qas"].append(misplaced)
+    train = write_json(tmp_path / "train.json", train_json)
     dev = write_json(tmp_path / "dev.json", toy_file(rng, 8))
     train2 = write_json(tmp_path / "train2.json", toy_file(rng, 24, impossible=True))
     dev2 = write_json(tmp_path / "dev2.json", toy_file(rng, 6, impossible=True))
@@ -412,6 +434,9 @@ def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
     for result, (name, _, _, parts) in zip(results[3:], cases):
         check_one_error_line(result, parts)
+    assert ("train.json: 1 question(s) left out of training, as Google's reader leaves "
+            "them out: 1 where the answer text is not at its answer_start (off)"
+            in results[1].stderr)
     check_v1_outputs(out1, dev)
     check_v2_outputs(out2, dev2)
     # Questions without answers (Google's test files): answered, not scored.
