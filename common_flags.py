@@ -15,6 +15,7 @@ import logging
 import sys
 
 from absl import app, flags
+from absl import logging as absl_logging
 
 import console
 import run_options
@@ -209,7 +210,12 @@ def quiet_logging():
     TensorFlow: importing it here would cost seconds and make forking worker
     processes unsafe.
     """
-    console.setup(verbose=FLAGS["verbosity"].value >= 1 if "verbosity" in FLAGS else False)
+    verbose = FLAGS["verbosity"].value >= 1 if "verbosity" in FLAGS else False
+    console.setup(verbose=verbose)
+    if not (verbose or console.verbose_by_environment()):
+        # Libraries that log through absl directly (TensorFlow's SavedModel
+        # loader, say) would print INFO lines between ours.
+        absl_logging.set_verbosity(absl_logging.WARNING)
     if "tensorflow" not in sys.modules:
         return
     from tensorflow.python.util import deprecation

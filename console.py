@@ -28,8 +28,13 @@ def setup(verbose=False):
         _LOGGER.addHandler(handler)
         _LOGGER.setLevel(logging.INFO)
         _LOGGER.propagate = False
-    verbose = verbose or os.environ.get("BERT_TOOLKIT_VERBOSE", "") not in ("", "0")
+    verbose = verbose or verbose_by_environment()
     logging.getLogger("tensorflow").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def verbose_by_environment():
+    """BERT_TOOLKIT_VERBOSE=1: TensorFlow's INFO lines wanted."""
+    return os.environ.get("BERT_TOOLKIT_VERBOSE", "") not in ("", "0")
 
 
 def info(message, *args):

@@ -14,6 +14,10 @@ is printed: TSV (predicted label, then one probability per label) or JSON Lines.
 A token classification export (run_seq_labeling_data.py) labels every word of each
 text: TSV gives one word/LABEL field per word (punct: the restored text), JSON
 Lines the words and labels; long texts go as overlapping windows, merged back.
+A question answering export (run_squad.py) takes question<TAB>context (or the
+question as the argument, the context by --text_b) and answers with the text as
+it stands in the context, its character offsets there and its probability,
+cutting windows and choosing the span as run_squad.py does.
 
 The functions below are the reusable part (finding an export, reading its
 settings, building `:predict` requests, parsing responses, formatting results)
@@ -38,6 +42,8 @@ import errors
 import export_layout
 import fileio
 import seq_labeling_data
+import squad_answers
+import squad_data
 import text_windows
 import tokenization
 from errors import InputError
@@ -65,15 +71,15 @@ def parse_serving_config(text, source="serving_config.json"):
     if not isinstance(config, dict):
         raise InputError("%s: expected a JSON object of serving settings" % source)
     missing = [key for key in ("task", "labels", "max_seq_length", "do_lower_case")
-               if key not in config]
+               if key not in config and not (key == "labels" and config.get("task") == "squad")]
     if missing:
         raise InputError("%s: missing %s (written by --save_for_serving)"
                          % (source, ", ".join(missing)))
     if config["task"] not in TASKS:
         raise InputError("%s: task %r is not one this client knows (%s)"
                          % (source, config["task"], ", ".join(sorted(TASKS))))
-    labels = config["labels"]
-    if not (isinstance(labels, list) and labels
+    labels = config.get("labels", [])
+    if not (isinstance(labels, list) and (labels or config["task"] == "squad")
             and all(isinstance(label, str) for label in labels)):
         raise InputError("%s: labels must be a non-empty list of strings, got %r"
                          % (source, labels))
@@ -89,8 +95,34 @@ def parse_serving_config(text, source="serving_config.json"):
                 or not 1 <= stride <= length - 2:
             raise InputError("%s: window_stride must be an integer from 1 to max_seq_length "
                              "- 2, got %r" % (source, stride))
+    if config["task"] == "squad":
+        _check_squad_settings(config, source)
     return dict({"multi_label": False, "multi_label_threshold": 0.5, "sentence_pairs": False},
                 **config)
+
+
+def _check_squad_settings(config, source):
+    """The window and answer settings a question answering export records
+    (the answer settings default to Google's run_squad.py flags)."""
+    for key, default in (("n_best_size", 20), ("max_answer_length", 30),
+                         ("version_2_with_negative", False),
+                         ("null_score_diff_threshold", 0.0)):
+        config.setdefault(key, default)
+    config["sentence_pairs"] = True  # a question and its context
+    whole = {"doc_stride": 1, "max_query_length": 1, "n_best_size": 1, "max_answer_length": 1}
+    for key, least in whole.items():
+        value = config.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InputError("%s: %s must be an integer >= %d, got %r"
+                             % (source, key, least, value))
+    if config["max_seq_length"] <= config["max_query_length"] + 3:
+        raise InputError("%s: max_seq_length must exceed max_query_length + 3" % source)
+    if not isinstance(config.get("version_2_with_negative"), bool):
+        raise InputError("%s: version_2_with_negative must be true or false" % source)
+    threshold = config.get("null_score_diff_threshold")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        raise InputError("%s: null_score_diff_threshold must be a number, got %r"
+                         % (source, threshold))
 
 
 def load_serving_config(path):
@@ -397,9 +429,60 @@ def classification_text_results(outputs, config, layout):
     return classification_results(outputs, config)
 
 
+def encode_questions(tokenizer, pairs, config):
+    """Question answering: the windows of each (question, context), cut as
+    run_squad.py cut them; the layout keeps what making the answers needs."""
+    questions = []
+    for number, (question, context) in enumerate(pairs):
+        if context is None:
+            raise InputError("a question answering model takes a question and a context "
+                             "(question<TAB>context, or the context by --text_b)")
+        questions.append(squad_data.question_on(str(number), question, context))
+        if not questions[-1].paragraph.words:
+            raise InputError("the context of the question %r is empty; expected text"
+                             % question[:60])
+    rows = squad_data.feature_rows(questions, tokenizer, config["max_seq_length"],
+                                   config["doc_stride"], config["max_query_length"], False)
+    features = {name: np.stack([row[name] for row in rows])
+                for name in export_layout.SERVING_INPUTS}
+    return features, (questions, [int(row["example_index"][0]) for row in rows], tokenizer)
+
+
+def answer_results(outputs, config, layout):
+    """[(record for JSON, TSV fields)] per question: the answer text as it stands in
+    the context, its character offsets there (context[start:end]), its
+    probability among the n best and its score (start + end logit); v2.0 adds
+    null_odds, and "" (offsets null) when the null answer wins. TSV: answer,
+    start, end, probability."""
+    questions, example_index, tokenizer = layout
+    for name in ("start_logits", "end_logits"):
+        rows = outputs.get(name)
+        if not isinstance(rows, list) or len(rows) != len(example_index) or not all(
+                isinstance(row, list) and len(row) == config["max_seq_length"] for row in rows):
+            raise ServingError("expected %s [%d windows, %d] (is the URL serving this "
+                               "export?)" % (name, len(example_index), config["max_seq_length"]))
+    predictions = [{"start_logits": start, "end_logits": end, "example_index": index}
+                   for start, end, index in zip(outputs["start_logits"],
+                                                outputs["end_logits"], example_index)]
+    results = []
+    for answer in squad_answers.answers(questions, predictions, tokenizer, config):
+        best = next(entry for entry in answer.nbest if entry["text"] == answer.text)
+        start, end = answer.offsets or (None, None)
+        record = {"answer": answer.text, "start": start, "end": end,
+                  "probability": best["probability"],
+                  "score": best["start_logit"] + best["end_logit"]}
+        if answer.null_odds is not None:
+            record["null_odds"] = answer.null_odds
+        results.append((record, [answer.text, "" if start is None else str(start),
+                                 "" if end is None else str(end),
+                                 "%.6f" % best["probability"]]))
+    return results
+
+
 TASKS = {
     "classification": TaskKind(encode_classification, classification_text_results),
     "token_classification": TaskKind(encode_words, token_classification_results),
+    "squad": TaskKind(encode_questions, answer_results),
 }
 
 
@@ -455,6 +538,10 @@ def make_parser():
                         help="serving_default: send token ids (tokenized here); text: send "
                              "the raw text to the export's text signature (tokenized in "
                              "the model's graph).")
+    parser.add_argument("--null_score_diff_threshold", type=float,
+                        help="Question answering, SQuAD 2.0: answer \"\" when the null "
+                             "score beats the best span by more than this (default: the "
+                             "export's, from its training run).")
     return parser
 
 
@@ -487,6 +574,11 @@ def run(argv, stdin, stdout):
     vocab_file, config_file = export_layout.resolve_assets(args.export_dir, args.vocab_file,
                                              args.serving_config)
     config = load_serving_config(config_file)
+    if args.null_score_diff_threshold is not None:
+        if config["task"] != "squad" or not config["version_2_with_negative"]:
+            raise InputError("--null_score_diff_threshold: %s is not a SQuAD 2.0 question "
+                             "answering export" % config_file)
+        config["null_score_diff_threshold"] = args.null_score_diff_threshold
     tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
     kind = TASKS[config["task"]]
     if args.signature_name == TEXT_SIGNATURE and not config.get("text_signature"):

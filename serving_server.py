@@ -42,6 +42,7 @@ from absl import flags, logging  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 import common_flags  # noqa: E402
+import console  # noqa: E402
 import export_layout  # noqa: E402
 from errors import InputError  # noqa: E402
 
@@ -551,7 +552,7 @@ async def json_errors(request, handler):
     try:
         return await handler(request)
     except RequestError as e:
-        logging.info("%s %s -> %d: %s", request.method, request.path, e.status, e.message)
+        console.info("%s %s -> %d: %s", request.method, request.path, e.status, e.message)
         return error_response(e.status, e.message)
     except web.HTTPException as e:
         if e.status < 400:
@@ -690,11 +691,11 @@ async def serve(servable, sock, flags_values):
           % (flags_values.model_name, servable.version, servable.path, shown_host, port,
              flags_values.model_name, describe_batching(flags_values)), flush=True)
     await stop.wait()
-    logging.info("stopping: answering the requests in flight, then exiting")
+    console.info("stopping: answering the requests in flight, then exiting")
     await runner.cleanup()  # closes the listening socket first
     await predictor.stop()
     predictor.caller.close()
-    logging.info("stopped")
+    console.info("stopped")
 
 
 def check_flags(flags_values):

@@ -7,13 +7,8 @@ an end logit per position; the loss is the mean of the start and end
 cross-entropies. Padding positions get -10000 (they can never be answers, and
 the loss does not depend on how far a batch is padded).
 
-Answers are made as Google's script makes them, question by question, from
-the windows' logits: the n best starts and ends of each window's context
-pieces (where that window is the piece's max-context window), spans of at
-most max_answer_length pieces, ranked by start + end logit, each mapped back
-to the original context text (get_final_text's character alignment). v2.0
-adds the null answer ([CLS]) and predicts "" when its score beats the best
-span by more than null_score_diff_threshold.
+Answers are made from the windows' logits by squad_answers.py, as Google's
+script makes them.
 
 Output files, as Google's: predictions.json (id -> text),
 nbest_predictions.json (id -> [{text, probability, start_logit,
@@ -23,16 +18,15 @@ score), written question by question (memory does not grow with the file).
 
 import collections
 import json
-import math
 import tempfile
 
 import tensorflow as tf
 
 import fine_tuning
 import input_pipeline
+import squad_answers
 import squad_data
 import squad_eval
-import tokenization
 from training import Head
 
 tf1 = tf.compat.v1
@@ -77,169 +71,7 @@ def make_head_fn():
     return head_fn
 
 
-# -- answers from logits -------------------------------------------------------------
-
-Candidate = collections.namedtuple("Candidate", ["window", "start", "end", "start_logit",
-                                                 "end_logit"])
-Answer = collections.namedtuple("Answer", ["qas_id", "text", "nbest", "null_odds"])
-"""qas_id; text: the prediction; nbest: [OrderedDict(text, probability,
-start_logit, end_logit)]; null_odds: null score - best span score (v2.0),
-else None."""
-
-
-def best_indexes(logits, n, limit):
-    """The indexes of the `n` largest of logits[:limit], largest first (ties:
-    the lower index first). Only real tokens compete, so the answer does not
-    depend on how much padding a batch had."""
-    order = sorted(range(min(limit, len(logits))), key=lambda i: logits[i], reverse=True)
-    return order[:n]
-
-
-def softmax(scores):
-    """Probabilities of a list of floats (a list)."""
-    top = max(scores)
-    exps = [math.exp(score - top) for score in scores]
-    total = sum(exps)
-    return [value / total for value in exps]
-
-
-def strip_spaces(text):
-    """(text without spaces, index in it -> index in `text`)."""
-    kept, where = [], []
-    for index, char in enumerate(text):
-        if char != " ":
-            kept.append(char)
-            where.append(index)
-    return "".join(kept), where
-
-
-def final_text(piece_text, original, do_lower_case):
-    """The part of `original` (the context words a span covers, joined by
-    spaces) that the detokenized pieces `piece_text` stand for.
-
-    The words are run through the basic tokenizer; when that text without
-    spaces has as many characters as `original` without spaces, the two are
-    aligned character by character and piece_text's start and end are mapped
-    back ("Steve Smith's" holds the prediction "steve smith" as "Steve
-    Smith"). Otherwise (accents stripped, characters dropped) `original` is
-    returned whole, as Google's script does.
-    """
-    basic = " ".join(tokenization.BasicTokenizer(do_lower_case).tokenize(original))
-    start = basic.find(piece_text)
-    if start == -1:
-        return original
-    end = start + len(piece_text) - 1
-    original_chars, original_where = strip_spaces(original)
-    basic_chars, basic_where = strip_spaces(basic)
-    if len(original_chars) != len(basic_chars):
-        return original
-    to_stripped = {index: stripped for stripped, index in enumerate(basic_where)}
-    if start not in to_stripped or end not in to_stripped:
-        return original
-    return original[original_where[to_stripped[start]]:original_where[to_stripped[end]] + 1]
-
-
-def span_text(window, start, end, words, do_lower_case):
-    """The original context text of tokens start..end of `window`."""
-    pieces = " ".join(window.tokens[start:end + 1])
-    pieces = " ".join(pieces.replace(" ##", "").replace("##", "").split())
-    original = " ".join(words[window.token_to_word[start]:window.token_to_word[end] + 1])
-    return final_text(pieces, original, do_lower_case)
-
-
-def answer_question(question, windows, results, n_best_size, max_answer_length,
-                    do_lower_case, version_2=False, null_score_diff_threshold=0.0):
-    """The Answer of one question from its windows (squad_data.Window) and their
-    results (dicts of start_logits and end_logits, sequences of floats)."""
-    candidates = []
-    null = None  # (score, start logit, end logit, window) of the lowest null score
-    for index, (window, result) in enumerate(zip(windows, results)):
-        starts, ends = result["start_logits"], result["end_logits"]
-        if version_2:
-            score = float(starts[0]) + float(ends[0])
-            if null is None or score < null[0]:
-                null = (score, float(starts[0]), float(ends[0]), index)
-        limit = len(window.tokens)
-        for start in best_indexes(starts, n_best_size, limit):
-            if start not in window.token_to_word or not window.is_max_context[start]:
-                continue
-            for end in best_indexes(ends, n_best_size, limit):
-                if end not in window.token_to_word or end < start:
-                    continue
-                if end - start + 1 > max_answer_length:
-                    continue
-                candidates.append(Candidate(index, start, end, float(starts[start]),
-                                            float(ends[end])))
-    if null is not None:
-        candidates.append(Candidate(null[3], 0, 0, null[1], null[2]))
-    candidates.sort(key=lambda c: c.start_logit + c.end_logit, reverse=True)
-
-    words = question.paragraph.words
-    nbest, seen = [], set()
-    for candidate in candidates:
-        if len(nbest) >= n_best_size:
-            break
-        text = ""
-        if candidate.start > 0:
-            text = span_text(windows[candidate.window], candidate.start, candidate.end,
-                             words, do_lower_case)
-        if text in seen:
-            continue
-        seen.add(text)
-        nbest.append((text, candidate.start_logit, candidate.end_logit))
-    if null is not None and "" not in seen:
-        nbest.append(("", null[1], null[2]))
-    if not nbest:  # no valid span at all (Google's placeholder)
-        nbest.append(("empty", 0.0, 0.0))
-    probabilities = softmax([start + end for _, start, end in nbest])
-    entries = [collections.OrderedDict([("text", text), ("probability", probability),
-                                        ("start_logit", start), ("end_logit", end)])
-               for (text, start, end), probability in zip(nbest, probabilities)]
-    if not version_2:
-        return Answer(question.qas_id, nbest[0][0], entries, None)
-    best_span = next(((start, end) for text, start, end in nbest if text), None)
-    if best_span is None:
-        # Only the null answer (Google's script fails here): "" for any threshold.
-        return Answer(question.qas_id, "", entries, 1e6)
-    odds = null[0] - best_span[0] - best_span[1]
-    best_text = next(text for text, _, _ in nbest if text)
-    text = "" if odds > null_score_diff_threshold else best_text
-    return Answer(question.qas_id, text, entries, odds)
-
-
-def answers(questions, predictions, tokenizer, settings):
-    """Yields the Answer of every question, reading `predictions` (per-window
-    dicts with start_logits, end_logits and example_index, in window order)
-    once. The windows are cut again here exactly as for the records.
-
-    settings: dict of max_seq_length, doc_stride, max_query_length,
-    n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
-    null_score_diff_threshold.
-    """
-    windows = squad_data.windows_of(questions, tokenizer, settings["max_seq_length"],
-                                    settings["doc_stride"], settings["max_query_length"],
-                                    False)
-    current, its_windows, its_results = None, [], []
-    for (index, window), result in zip(windows, predictions):
-        if int(result["example_index"]) != index:
-            raise ValueError("prediction of question %d read for question %d: the records "
-                             "do not match the file" % (int(result["example_index"]), index))
-        if index != current and current is not None:
-            yield _answer(questions[current], its_windows, its_results, settings)
-            its_windows, its_results = [], []
-        current = index
-        its_windows.append(window)
-        its_results.append(result)
-    if current is not None:
-        yield _answer(questions[current], its_windows, its_results, settings)
-
-
-def _answer(question, windows, results, settings):
-    return answer_question(question, windows, results, settings["n_best_size"],
-                           settings["max_answer_length"], settings["do_lower_case"],
-                           settings["version_2_with_negative"],
-                           settings["null_score_diff_threshold"])
-
+# -- output files ---------------------------------------------------------------------
 
 def json_object_lines(items):
     """The lines of json.dumps(OrderedDict(items), indent=4), for an iterator of
@@ -362,15 +194,19 @@ class SquadTask(fine_tuning.Task):
         return make_head_fn()
 
     def prediction_files(self, split, examples, predictions):
-        return answer_files(answers(examples, predictions, self.tokenizer, self.settings),
-                            self.settings["version_2_with_negative"])
+        answers = squad_answers.answers(examples, predictions, self.tokenizer,
+                                        self.settings)
+        return answer_files(answers, self.settings["version_2_with_negative"])
 
     def report_from_predictions(self, written):
         return score_files(self.examples["eval"], written,
                            self.settings["version_2_with_negative"])
 
     def serving_config(self):
-        return {"task": "squad", "doc_stride": self.settings["doc_stride"],
-                "max_query_length": self.settings["max_query_length"],
-                "outputs": ["start_logits", "end_logits"]}
+        """What serving_client.py needs to cut windows and make answers as this
+        run does (max_seq_length and do_lower_case are added by the flow)."""
+        keys = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                "version_2_with_negative", "null_score_diff_threshold")
+        return dict({key: self.settings[key] for key in keys}, task="squad",
+                    sentence_pairs=True, outputs=["start_logits", "end_logits"])
 

@@ -31,8 +31,9 @@ from errors import InputError, show
 # Google's whitespace: the five characters its reader splits contexts on.
 WHITESPACE = frozenset(" \t\r\n\u202f")
 
-Paragraph = collections.namedtuple("Paragraph", ["context", "words"])
-"""context: the text; words: its whitespace-separated words (a tuple of str)."""
+Paragraph = collections.namedtuple("Paragraph", ["context", "words", "word_starts"])
+"""context: the text; words: its whitespace-separated words (a tuple of str);
+word_starts: the character offset of each word in the context (a tuple of int)."""
 
 Question = collections.namedtuple("Question", [
     "qas_id", "question", "paragraph", "answer_text", "start_word", "end_word",
@@ -77,6 +78,19 @@ def split_words(context):
             after_space = False
         char_to_word.append(len(words) - 1)
     return words, char_to_word
+
+
+def make_paragraph(context):
+    """(Paragraph, char_to_word) of a context (see split_words)."""
+    words, char_to_word = split_words(context)
+    starts = tuple(i for i, word in enumerate(char_to_word)
+                   if word >= 0 and (i == 0 or char_to_word[i - 1] != word))
+    return Paragraph(context, tuple(words), starts), char_to_word
+
+
+def question_on(qas_id, question, context):
+    """A Question to answer on a raw context (no answers known)."""
+    return Question(qas_id, question, make_paragraph(context)[0], None, -1, -1, False, None)
 
 
 def _where(path):
@@ -177,10 +191,9 @@ def read_squad(path, is_training, version_2_with_negative):
                 check.fail(where, 'expected an object with "context" and "qas", got %s'
                            % show(paragraph))
             context = check.get(paragraph, "context", where, "string")
-            words, char_to_word = split_words(context)
-            if not words:
+            shared, char_to_word = make_paragraph(context)
+            if not shared.words:
                 check.fail(where + ["context"], "the context is empty; expected text")
-            shared = Paragraph(context, tuple(words))
             for q, qa in enumerate(check.get(paragraph, "qas", where, "list")):
                 where = ["data", a, "paragraphs", p, "qas", q]
                 question = _read_question(check, qa, where, shared, char_to_word,

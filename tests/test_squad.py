@@ -5,11 +5,15 @@ inputs among them), plus one test on the real all-MiniLM-L6-v2."""
 import collections
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+import serving_client
 import squad
+import squad_answers
 import squad_data
 import squad_eval
 import tokenization
@@ -164,8 +168,8 @@ def test_training_windows_map_back_to_the_exact_answer(tokenizer, tmp_path):
         if window.start_position == 0:
             assert window.end_position == 0
             continue
-        text = squad.span_text(window, window.start_position, window.end_position,
-                               question.paragraph.words, True)
+        text = squad_answers.span_text(window, window.start_position,
+                                       window.end_position, question.paragraph, True)
         assert text == question.answer_text, (question.qas_id, window.tokens)
         found[question.qas_id] += 1
     assert set(found) == {q.qas_id for q in questions}  # every answer in some window
@@ -261,7 +265,7 @@ def logits_for(window, values, length=24):
 
 
 def test_nbest_ranks_spans_dedups_and_maps_back(tokenizer, tmp_path):
-    context = "The Movies, sadly, were DULL and not great."
+    context = "The Movies,  sadly,\twere DULL and not great."
     question, windows = hand_question(tokenizer, tmp_path, context, seq=32)
     assert len(windows) == 1
     window = windows[0]
@@ -270,17 +274,18 @@ def test_nbest_ranks_spans_dedups_and_maps_back(tokenizer, tmp_path):
                                  position["great"]: 1.0, 0: 4.0}, 32)
     ends = logits_for(window, {position["##s"]: 2.5, position["dull"]: 2.0,
                                position["great"]: 0.5, 0: 4.0}, 32)
-    answer = squad.answer_question(question, windows, [
+    answer = squad_answers.answer_question(question, windows, [
         {"start_logits": starts, "end_logits": ends}], 4, 30, True)
     texts = [entry["text"] for entry in answer.nbest]
     # movie..##s (5.5) maps back to "Movies" without the comma; [CLS] (8.0) is no span
-    # in v1.1; movie..dull (5.0) keeps the original casing and punctuation between.
-    assert texts[:3] == ["Movies", "Movies, sadly, were DULL", "DULL"]
+    # in v1.1; movie..dull (5.0) keeps the context's casing, punctuation and whitespace.
+    assert texts[:3] == ["Movies", "Movies,  sadly,\twere DULL", "DULL"]
     assert answer.text == "Movies" and answer.null_odds is None and len(texts) == 4
+    assert answer.offsets == (4, 10)
     assert sum(entry["probability"] for entry in answer.nbest) == pytest.approx(1.0)
     assert answer.nbest[0]["start_logit"] == 3.0 and answer.nbest[0]["end_logit"] == 2.5
     # max_answer_length 1: only one-piece spans; "Movies" (2 pieces) is gone.
-    short = squad.answer_question(question, windows, [
+    short = squad_answers.answer_question(question, windows, [
         {"start_logits": starts, "end_logits": ends}], 4, 1, True)
     assert short.text == "DULL" and "Movies" not in [e["text"] for e in short.nbest]
 
@@ -301,7 +306,7 @@ def test_only_the_max_context_window_answers_a_piece(tokenizer, tmp_path):
         values = {p: (2.0 if (i, p) in best else 9.0) for j, p in awful if j == i}
         results.append({"start_logits": logits_for(window, values),
                         "end_logits": logits_for(window, values)})
-    answer = squad.answer_question(question, windows, results, 3, 30, True)
+    answer = squad_answers.answer_question(question, windows, results, 3, 30, True)
     assert answer.text == "awful"
     assert answer.nbest[0]["start_logit"] == 2.0  # from the max-context window
 
@@ -313,11 +318,11 @@ def test_v2_null_answer_against_the_threshold(tokenizer, tmp_path):
     awful = next(p for p in window.token_to_word if window.tokens[p] == "awful")
     result = {"start_logits": logits_for(window, {0: 1.0, awful: 2.0}, 32),
               "end_logits": logits_for(window, {0: 1.5, awful: 1.0}, 32)}
-    answer = squad.answer_question(question, windows, [result], 3, 30, True, True, 0.0)
+    answer = squad_answers.answer_question(question, windows, [result], 3, 30, True, True, 0.0)
     # null 2.5, best span 3.0: odds -0.5 <= 0, so the span is the answer.
     assert answer.null_odds == pytest.approx(-0.5) and answer.text == "awful"
     assert "" in [entry["text"] for entry in answer.nbest]
-    higher = squad.answer_question(question, windows, [result], 3, 30, True, True, -1.0)
+    higher = squad_answers.answer_question(question, windows, [result], 3, 30, True, True, -1.0)
     assert higher.text == "" and higher.nbest == answer.nbest
 
 
@@ -438,6 +443,7 @@ def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
             "them out: 1 where the answer text is not at its answer_start (off)"
             in results[1].stderr)
     check_v1_outputs(out1, dev)
+    check_served_answers(os.path.join(out1, "serving"), dev)
     check_v2_outputs(out2, dev2)
     # Questions without answers (Google's test files): answered, not scored.
     assert "using the fine-tuned model in --init_checkpoint" in results[0].stderr
@@ -494,6 +500,31 @@ def check_v1_outputs(output_dir, dev):
     check_export(output_dir, dev, nbest, 32, 8, 8)
 
 
+def check_served_answers(export_dir, dev):
+    """serving_client.py answers question<TAB>context lines through
+    serving_server.py with the answers of predictions.json."""
+    from test_serving import server_url, start_server, stop
+    questions = squad_data.read_squad(dev, False, False).questions
+    lines = "".join("%s\t%s\n" % (q.question, q.paragraph.context) for q in questions)
+    process = start_server(export_dir)
+    try:
+        client = subprocess.run(
+            [sys.executable, "serving_client.py", "--url=" + server_url(process),
+             "--export_dir=" + export_dir, "--output_format=jsonl", "--batch_size=2"],
+            input=lines, cwd=REPO, capture_output=True, text=True, timeout=300)
+    finally:
+        stop(process)
+        process.stdout.close()
+        process.stderr.close()
+    assert client.returncode == 0, client.stderr[-3000:]
+    records = [json.loads(line) for line in client.stdout.splitlines()]
+    with open(os.path.join(os.path.dirname(export_dir), "predictions.json")) as f:
+        predictions = json.load(f)
+    assert [r["answer"] for r in records] == [predictions[q.qas_id] for q in questions]
+    assert all(q.paragraph.context[r["start"]:r["end"]] == r["answer"]
+               for q, r in zip(questions, records))
+
+
 def check_v2_outputs(output_dir, dev):
     with open(os.path.join(output_dir, "predictions.json")) as f:
         predictions = json.load(f)
@@ -531,8 +562,8 @@ def test_real_vocab_windows_and_the_real_model_answering(minilm_checkpoint, tmp_
         if window.start_position:
             question = questions[index]
             found.add(index)
-            text = squad.span_text(window, window.start_position, window.end_position,
-                                   question.paragraph.words, True)
+            text = squad_answers.span_text(window, window.start_position,
+                                           window.end_position, question.paragraph, True)
             if squad_eval.normalize_answer(text) == squad_eval.normalize_answer(
                     question.answer_text):
                 exact.add(index)
@@ -580,9 +611,40 @@ def check_export(output_dir, dev, nbest, seq, stride, query):
                                   outputs["end_logits"].numpy(), rows)]
     settings = dict(SETTINGS, max_seq_length=seq, doc_stride=stride, max_query_length=query,
                     n_best_size=20, max_answer_length=30)
-    for answer in squad.answers(questions, iter(results), tokenizer, settings):
+    for answer in squad_answers.answers(questions, iter(results), tokenizer, settings):
         expected = nbest[answer.qas_id]
         assert [e["text"] for e in answer.nbest] == [e["text"] for e in expected]
         for ours, theirs in zip(answer.nbest, expected):
             assert ours["start_logit"] == pytest.approx(theirs["start_logit"], abs=1e-4)
             assert ours["end_logit"] == pytest.approx(theirs["end_logit"], abs=1e-4)
+    # serving_client.py's question answering: raw question + context in, the
+    # Estimator's answer out, with its offsets in the context.
+    config = serving_client.load_serving_config(
+        os.path.join(version_dir, "assets.extra", "serving_config.json"))
+    assert (config["max_seq_length"], config["doc_stride"]) == (seq, stride)
+    pairs = [(q.question, q.paragraph.context) for q in questions]
+    features, layout = serving_client.encode_questions(tokenizer, pairs, config)
+    outputs = signature(**{name: tf.constant(value) for name, value in features.items()})
+    client = serving_client.answer_results(
+        {name: outputs[name].numpy().tolist() for name in ("start_logits", "end_logits")},
+        config, layout)
+    for question, (record, fields) in zip(questions, client):
+        assert record["answer"] == nbest[question.qas_id][0]["text"] == fields[0]
+        assert question.paragraph.context[record["start"]:record["end"]] == record["answer"]
+        assert record["probability"] == pytest.approx(
+            nbest[question.qas_id][0]["probability"], abs=1e-4)
+
+
+def test_the_client_refuses_a_question_without_a_context(tokenizer):
+    config = serving_client.parse_serving_config(json.dumps({
+        "task": "squad", "labels": [], "max_seq_length": 32, "do_lower_case": True,
+        "doc_stride": 8, "max_query_length": 8}))
+    # An export without the answer settings gets Google's defaults.
+    assert (config["n_best_size"], config["max_answer_length"]) == (20, 30)
+    assert config["sentence_pairs"] and not config["version_2_with_negative"]
+    with pytest.raises(InputError, match="takes a question and a context"):
+        serving_client.encode_questions(tokenizer, [("who", None)], config)
+    with pytest.raises(InputError, match="the context of the question 'who' is empty"):
+        serving_client.encode_questions(tokenizer, [("who", " \t")], config)
+    with pytest.raises(InputError, match="max_seq_length must exceed max_query_length"):
+        serving_client.parse_serving_config(json.dumps(dict(config, max_query_length=29)))
