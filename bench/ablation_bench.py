@@ -21,6 +21,8 @@ Variants (default: all that apply to the mode):
   fp32-xla       fp32 with XLA auto-clustering, which on CPUs also needs
                  TF_XLA_FLAGS=--tf_xla_cpu_global_jit (set here)
   no-optimizer   fp32 forward + backward only: the AdamW update's share
+  unfused-adamw  fp32 with AdamW written as separate ops (a dozen variable-sized
+                 temporaries per step), as before the fused in-place update
 """
 
 import argparse
@@ -35,7 +37,7 @@ import benchlib  # noqa: E402
 sys.path.insert(0, benchlib.REPO)
 
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
-                  "fp32-xla", "no-optimizer")
+                  "fp32-xla", "no-optimizer", "unfused-adamw")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite")
 
 
@@ -89,6 +91,15 @@ def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, nu
     return tf.reshape(context, [-1, width])
 
 
+def unfused_adamw_update(variable, gradient, m, v, learning_rate, apply_update,
+                         weight_decay_rate, beta_1, beta_2, epsilon):
+    """optimization._fused_adamw_update's arithmetic as separate ops (measured)."""
+    import optimization
+    return optimization._adam_update(variable, gradient, m, v, learning_rate, apply_update,
+                                     "adamw", weight_decay_rate, beta_1, beta_2, epsilon,
+                                     None)
+
+
 def build(variant, config, features, mode):
     """(session, fetch) of one variant's step."""
     import tensorflow as tf
@@ -98,9 +109,11 @@ def build(variant, config, features, mode):
     import optimization
     tf1 = tf.compat.v1
     precision = "bf16" if variant == "bf16" else "fp32"
-    original = modeling.self_attention
+    original = modeling.self_attention, optimization._fused_adamw_update
     if variant == "fused-qkv":
         modeling.self_attention = fused_qkv_attention_layer
+    if variant == "unfused-adamw":
+        optimization._fused_adamw_update = unfused_adamw_update
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -126,7 +139,7 @@ def build(variant, config, features, mode):
                 fetch = optimization.create_train_op(head.loss, 5e-5, 10 ** 6, 10,
                                                      precision=precision).train_op
     finally:
-        modeling.self_attention = original
+        modeling.self_attention, optimization._fused_adamw_update = original
     session_config = tf1.ConfigProto()
     if variant == "bf16-rewrite":
         session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1

@@ -97,6 +97,53 @@ def test_weight_decay_skips_layer_norm_and_biases():
     assert not optimization.uses_weight_decay("bert/embeddings/LayerNorm/gamma")
 
 
+def google_adamw(weights, gradients, m, v, lr, decays, rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6):
+    """One step of Google's AdamW (optimization.py of google-research/bert) in numpy."""
+    m = beta_1 * m + (1 - beta_1) * gradients
+    v = beta_2 * v + (1 - beta_2) * gradients ** 2
+    update = m / (np.sqrt(v) + epsilon) + (rate * weights if decays else 0.0)
+    return weights - lr * update, m, v
+
+
+def test_the_update_is_googles_adamw_with_clipping_and_decay():
+    """Three updates of a decayed kernel and an undecayed bias, the global
+    gradient norm clipped to 1.0, against the numpy reference."""
+    rng = np.random.RandomState(3)
+    start = {"layer/kernel": rng.randn(4, 3).astype(np.float32),
+             "layer/bias": rng.randn(3).astype(np.float32)}
+    x = rng.randn(5, 4).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        kernel = tf1.get_variable("layer/kernel", initializer=start["layer/kernel"])
+        bias = tf1.get_variable("layer/bias", initializer=start["layer/bias"])
+        scale = tf1.placeholder(tf.float32, [])  # a large scale makes the clip bite
+        loss = scale * tf.reduce_sum(tf.square(tf.matmul(x, kernel) + bias)) / 5.0
+        step = optimization.create_train_op(loss, 1e-2, num_train_steps=10,
+                                            num_warmup_steps=0)
+        gradients = tf1.gradients(loss, [kernel, bias])
+        init = tf1.global_variables_initializer()
+    weights = dict(start)
+    moments = {name: (np.zeros_like(w), np.zeros_like(w)) for name, w in weights.items()}
+    with cpu_session(graph) as sess:
+        sess.run(init)
+        for number, scale_value in enumerate([0.01, 10.0, 0.01]):
+            grads = dict(zip(["layer/kernel", "layer/bias"],
+                             sess.run(gradients, {scale: scale_value})))
+            norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads.values()))
+            clip = min(1.0, 1.0 / norm)
+            lr = 1e-2 * (1.0 - number / 10.0)
+            for name in weights:
+                m, v = moments[name]
+                weights[name], m, v = google_adamw(weights[name], grads[name] * clip, m, v,
+                                                   lr, decays=name.endswith("kernel"))
+                moments[name] = (m, v)
+            sess.run(step.train_op, {scale: scale_value})
+            got = dict(zip(["layer/kernel", "layer/bias"], sess.run([kernel, bias])))
+            for name in weights:
+                np.testing.assert_allclose(got[name], weights[name], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("num_replicas,accumulation_steps", [(1, 4), (2, 2)])
 def test_accumulated_micro_batches_equal_one_big_batch(num_replicas, accumulation_steps):
     """N micro-batches of size b (over R replicas) update like one batch of N*R*b."""

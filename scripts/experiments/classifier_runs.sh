@@ -3,7 +3,8 @@
 #   bash scripts/experiments/classifier_runs.sh class_weights
 #       1 positive sentence in 10, without and with --class_weights=balanced
 #   bash scripts/experiments/classifier_runs.sh long_text
-#       the 1,500 full reviews: head truncation vs --long_text=windows, seeds 1 and 2
+#       the 1,500 full reviews: head truncation vs --long_text=windows, seeds 1 and 2;
+#       truncation also for 13 epochs, as many updates as one epoch of windows
 # Results: RUN_DIR/<run>/eval_results.txt, logs beside them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,6 +42,8 @@ case "$EXPERIMENT" in
         run "${mode}_$seed" --text_a_column=review --max_seq_length=128 \
           --num_train_epochs=1 --seed="$seed" --long_text="$mode"
       done
+      run "truncate_13_epochs_$seed" --text_a_column=review --max_seq_length=128 \
+        --num_train_epochs=13 --seed="$seed" --long_text=truncate
     done ;;
   *) echo "unknown experiment $EXPERIMENT: give class_weights or long_text" >&2; exit 1 ;;
 esac
