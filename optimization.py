@@ -118,7 +118,9 @@ def _fused_adamw_update(variable, gradient, m, v, learning_rate, apply_update,
 
 def _adam_update(variable, gradient, m, v, learning_rate, apply_update, optimizer,
                  weight_decay_rate, beta_1, beta_2, epsilon, step):
-    """Builds the gated AdamW / LAMB update of one variable (one device's copy).
+    """Builds the gated LAMB update of one variable (one device's copy); with
+    optimizer "adamw", the unfused form of _fused_adamw_update (which training
+    uses; bench/ablation_bench.py measures this one against it).
 
     Args:
       gradient: float32, same shape as `variable`, already averaged and clipped.
@@ -228,17 +230,18 @@ def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
         multiplier = scale * tf.where(is_finite, clip_ratio, 0.0)
         step = tf.cast(global_step + 1, tf.float32)
 
-        updates = []
-        for gradient, variable, (m, v) in zip(summed, tvars, moments):
-            updates.append(strategy.extended.update(
-                variable,
-                lambda var, g, m_, v_: _fused_adamw_update(
-                    var, g * multiplier, m_, v_, learning_rate, apply_update,
-                    weight_decay_rate, beta_1, beta_2, epsilon) if optimizer == "adamw"
-                else _adam_update(
-                    var, g * multiplier, m_, v_, learning_rate, apply_update, optimizer,
-                    weight_decay_rate, beta_1, beta_2, epsilon, step),
-                args=(gradient, m, v), group=True))
+        def update_one(var, g, m_, v_):
+            """One device's copy of one variable."""
+            if optimizer == "adamw":
+                return _fused_adamw_update(var, g * multiplier, m_, v_, learning_rate,
+                                           apply_update, weight_decay_rate, beta_1, beta_2,
+                                           epsilon)
+            return _adam_update(var, g * multiplier, m_, v_, learning_rate, apply_update,
+                                optimizer, weight_decay_rate, beta_1, beta_2, epsilon, step)
+
+        updates = [strategy.extended.update(variable, update_one, args=(gradient, m, v),
+                                            group=True)
+                   for gradient, variable, (m, v) in zip(summed, tvars, moments)]
         if buffers is not None:
             for buffer, total in zip(buffers, per_replica_totals):
                 updates.append(strategy.extended.update(

@@ -70,8 +70,10 @@ def parse_serving_config(text, source="serving_config.json"):
         raise InputError("%s: not valid JSON (%s)" % (source, e))
     if not isinstance(config, dict):
         raise InputError("%s: expected a JSON object of serving settings" % source)
-    missing = [key for key in ("task", "labels", "max_seq_length", "do_lower_case")
-               if key not in config and not (key == "labels" and config.get("task") == "squad")]
+    # A question answering export has no labels to predict.
+    required = ("task", "max_seq_length", "do_lower_case") + (
+        () if config.get("task") == "squad" else ("labels",))
+    missing = [key for key in required if key not in config]
     if missing:
         raise InputError("%s: missing %s (written by --save_for_serving)"
                          % (source, ", ".join(missing)))
@@ -96,19 +98,19 @@ def parse_serving_config(text, source="serving_config.json"):
             raise InputError("%s: window_stride must be an integer from 1 to max_seq_length "
                              "- 2, got %r" % (source, stride))
     if config["task"] == "squad":
+        config = {**SQUAD_ANSWER_DEFAULTS, **config, "sentence_pairs": True}
         _check_squad_settings(config, source)
     return dict({"multi_label": False, "multi_label_threshold": 0.5, "sentence_pairs": False},
                 **config)
 
 
+# Google's run_squad.py defaults, for exports that do not record the answer settings.
+SQUAD_ANSWER_DEFAULTS = {"n_best_size": 20, "max_answer_length": 30,
+                         "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
+
+
 def _check_squad_settings(config, source):
-    """The window and answer settings a question answering export records
-    (the answer settings default to Google's run_squad.py flags)."""
-    for key, default in (("n_best_size", 20), ("max_answer_length", 30),
-                         ("version_2_with_negative", False),
-                         ("null_score_diff_threshold", 0.0)):
-        config.setdefault(key, default)
-    config["sentence_pairs"] = True  # a question and its context
+    """The window and answer settings of a question answering export."""
     whole = {"doc_stride": 1, "max_query_length": 1, "n_best_size": 1, "max_answer_length": 1}
     for key, least in whole.items():
         value = config.get(key)
@@ -441,11 +443,14 @@ def encode_questions(tokenizer, pairs, config):
         if not questions[-1].paragraph.words:
             raise InputError("the context of the question %r is empty; expected text"
                              % question[:60])
-    rows = squad_data.feature_rows(questions, tokenizer, config["max_seq_length"],
-                                   config["doc_stride"], config["max_query_length"], False)
+    windows = list(squad_data.windows_of(questions, tokenizer, config["max_seq_length"],
+                                         config["doc_stride"], config["max_query_length"],
+                                         False))
+    rows = [squad_data.window_row(window, index, tokenizer, config["max_seq_length"], False)
+            for index, window in windows]
     features = {name: np.stack([row[name] for row in rows])
                 for name in export_layout.SERVING_INPUTS}
-    return features, (questions, [int(row["example_index"][0]) for row in rows], tokenizer)
+    return features, (questions, windows)
 
 
 def answer_results(outputs, config, layout):
@@ -454,18 +459,18 @@ def answer_results(outputs, config, layout):
     probability among the n best and its score (start + end logit); v2.0 adds
     null_odds, and "" (offsets null) when the null answer wins. TSV: answer,
     start, end, probability."""
-    questions, example_index, tokenizer = layout
+    questions, windows = layout
     for name in ("start_logits", "end_logits"):
         rows = outputs.get(name)
-        if not isinstance(rows, list) or len(rows) != len(example_index) or not all(
+        if not isinstance(rows, list) or len(rows) != len(windows) or not all(
                 isinstance(row, list) and len(row) == config["max_seq_length"] for row in rows):
             raise ServingError("expected %s [%d windows, %d] (is the URL serving this "
-                               "export?)" % (name, len(example_index), config["max_seq_length"]))
+                               "export?)" % (name, len(windows), config["max_seq_length"]))
     predictions = [{"start_logits": start, "end_logits": end, "example_index": index}
-                   for start, end, index in zip(outputs["start_logits"],
-                                                outputs["end_logits"], example_index)]
+                   for start, end, (index, _) in zip(outputs["start_logits"],
+                                                     outputs["end_logits"], windows)]
     results = []
-    for answer in squad_answers.answers(questions, predictions, tokenizer, config):
+    for answer in squad_answers.answers_of_windows(questions, windows, predictions, config):
         best = next(entry for entry in answer.nbest if entry["text"] == answer.text)
         start, end = answer.offsets or (None, None)
         record = {"answer": answer.text, "start": start, "end": end,

@@ -180,6 +180,12 @@ def answers(questions, predictions, tokenizer, settings):
     windows = squad_data.windows_of(questions, tokenizer, settings["max_seq_length"],
                                     settings["doc_stride"], settings["max_query_length"],
                                     False)
+    return answers_of_windows(questions, windows, predictions, settings)
+
+
+def answers_of_windows(questions, windows, predictions, settings):
+    """Yields the Answer of every question from (question index, Window) pairs
+    and their predictions, both in window order (see answers)."""
     current, its_windows, its_results = None, [], []
     for (index, window), result in zip(windows, predictions):
         if int(result["example_index"]) != index:

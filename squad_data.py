@@ -482,24 +482,27 @@ def windows_of(questions, tokenizer, max_seq_length, doc_stride, max_query_lengt
 
 def feature_rows(questions, tokenizer, max_seq_length, doc_stride, max_query_length,
                  is_training):
-    """The TFRecord feature dicts of every window, in order: input_ids,
-    input_mask, segment_ids (int32 [max_seq_length]) and start_positions,
-    end_positions (training) or example_index (the question's index), int32 [1]."""
-    rows = []
-    for index, window in windows_of(questions, tokenizer, max_seq_length, doc_stride,
-                                    max_query_length, is_training):
-        ids = tokenizer.convert_tokens_to_ids(window.tokens)
-        input_ids = np.zeros(max_seq_length, dtype=np.int32)
-        input_mask = np.zeros(max_seq_length, dtype=np.int32)
-        segment_ids = np.zeros(max_seq_length, dtype=np.int32)
-        input_ids[:len(ids)] = ids
-        input_mask[:len(ids)] = 1
-        segment_ids[window.tokens.index("[SEP]") + 1:len(ids)] = 1
-        row = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-        if is_training:
-            row["start_positions"] = np.array([window.start_position], dtype=np.int32)
-            row["end_positions"] = np.array([window.end_position], dtype=np.int32)
-        else:
-            row["example_index"] = np.array([index], dtype=np.int32)
-        rows.append(row)
-    return rows
+    """The TFRecord feature dicts of every window, in order (see window_row)."""
+    return [window_row(window, index, tokenizer, max_seq_length, is_training)
+            for index, window in windows_of(questions, tokenizer, max_seq_length,
+                                            doc_stride, max_query_length, is_training)]
+
+
+def window_row(window, index, tokenizer, max_seq_length, is_training):
+    """The feature dict of one window of question `index`: input_ids, input_mask,
+    segment_ids (int32 [max_seq_length]) and start_positions, end_positions
+    (training) or example_index (the question's index), int32 [1]."""
+    ids = tokenizer.convert_tokens_to_ids(window.tokens)
+    input_ids = np.zeros(max_seq_length, dtype=np.int32)
+    input_mask = np.zeros(max_seq_length, dtype=np.int32)
+    segment_ids = np.zeros(max_seq_length, dtype=np.int32)
+    input_ids[:len(ids)] = ids
+    input_mask[:len(ids)] = 1
+    segment_ids[window.tokens.index("[SEP]") + 1:len(ids)] = 1
+    row = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+    if is_training:
+        row["start_positions"] = np.array([window.start_position], dtype=np.int32)
+        row["end_positions"] = np.array([window.end_position], dtype=np.int32)
+    else:
+        row["example_index"] = np.array([index], dtype=np.int32)
+    return row
