@@ -93,6 +93,10 @@ def define_run_flags():
                          "End with one error line when no training step finishes for this "
                          "many seconds (after the first): on a cluster, a lost worker "
                          "otherwise leaves the others waiting forever. 0: wait.")
+    flags.DEFINE_float("matmul_peak_tflops", 0.0,
+                       "The device's matmul peak in the training precision, in TFLOP/s, "
+                       "for the MFU the training log shows (e.g. 312 for an A100 in "
+                       "bf16). 0: measured at start-up with a 2048^3 matmul.")
     define_device_flags()
     define_tpu_flags()
 

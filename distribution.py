@@ -18,10 +18,12 @@ import json
 import math
 import os
 import shutil
+import time
 
 import tensorflow as tf
 
 import console
+import modeling
 from errors import InputError
 
 tf1 = tf.compat.v1
@@ -144,6 +146,45 @@ def resolve_runtime(options):
         console.warning("fp16 on a CPU is very slow (no fp16 matrix units); "
                             "bf16 or fp32 is the better choice here")
     return Runtime(devices, precision, inference_precision)
+
+
+def measure_matmul_peak(device, precision, size=2048, repeats=3):
+    """FLOP/s of the best of `repeats` size^3 matmuls on `device` in `precision`:
+    the peak MFU is measured against. About a second on a CPU."""
+    dtype = modeling.get_compute_dtype(precision)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(device):
+        a = tf.Variable(tf1.random_uniform([size, size], dtype=tf.float32))
+        b = tf.Variable(tf1.random_uniform([size, size], dtype=tf.float32))
+        a_cast, b_cast = tf.cast(a, dtype), tf.cast(b, dtype)
+        # A scalar fetch: the timing is the matmul's, not a copy of its product.
+        product = tf.reduce_sum(tf.cast(tf.matmul(a_cast, b_cast), tf.float32))
+        init = tf1.global_variables_initializer()
+    best = float("inf")
+    with tf1.Session(graph=graph) as session:
+        session.run(init)
+        session.run(product)
+        for _ in range(repeats):
+            started = time.perf_counter()
+            session.run(product)
+            best = min(best, time.perf_counter() - started)
+    return 2.0 * size ** 3 / best
+
+
+def matmul_peak(options, runtime):
+    """FLOP/s for the MFU of the training log: --matmul_peak_tflops if given,
+    else measured on the first training device; None for fp16 on a CPU (no fp16
+    units: measuring would take minutes, and nobody trains that way)."""
+    if options.matmul_peak_tflops:
+        return options.matmul_peak_tflops * 1e12
+    if runtime.precision == "fp16" and not options.use_gpu:
+        return None
+    return measure_matmul_peak(runtime.devices[0], runtime.precision)
+
+
+def describe_peak(peak):
+    """', matmul peak 0.41 TFLOP/s' for the devices line ('' without one)."""
+    return ", matmul peak %.3g TFLOP/s" % (peak / 1e12) if peak else ""
 
 
 def make_estimator(options, runtime, model_fn):

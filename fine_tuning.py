@@ -128,10 +128,13 @@ evaluation, prediction and export read (None: output_dir's latest checkpoint;
 else a fine-tuned --init_checkpoint, see run_setup.checkpoint_to_use)."""
 
 
-Placement = collections.namedtuple("Placement", ["runtime", "cluster", "strategy"])
+Placement = collections.namedtuple("Placement", ["runtime", "cluster", "strategy",
+                                                 "matmul_peak"])
 """Where a run trains: runtime (distribution.Runtime: this process's devices and
 precisions); cluster (distribution.ClusterTask, None for one process); strategy
-(the MultiWorkerMirroredStrategy of a cluster that trains, else None)."""
+(the MultiWorkerMirroredStrategy of a cluster that trains, else None);
+matmul_peak (FLOP/s of a device in the training precision, for the MFU of the
+training log; None when not training)."""
 
 
 def run(task, options, model_inputs=None):
@@ -143,14 +146,17 @@ def run(task, options, model_inputs=None):
     """
     cluster, strategy = join_cluster(options)
     model_inputs = model_inputs or run_setup.load_model_inputs(options)
-    placement = Placement(distribution.cluster_runtime(options, cluster), cluster, strategy)
-    runtime = placement.runtime
+    runtime = distribution.cluster_runtime(options, cluster)
+    placement = Placement(runtime, cluster, strategy,
+                          distribution.matmul_peak(options, runtime) if options.do_train
+                          else None)
     prepared = prepare(task, options, model_inputs, placement)
     estimator = distribution.make_estimator(options, runtime, prepared.model_fn)
-    console.info("%s; devices %s, precision %s (inference %s); output in %s (watch it "
+    console.info("%s; devices %s, precision %s (inference %s)%s; output in %s (watch it "
                  "with tensorboard --logdir %s)",
                  cluster.description if cluster else "one process", ",".join(runtime.devices),
-                 runtime.precision, runtime.inference_precision, options.output_dir,
+                 runtime.precision, runtime.inference_precision,
+                 distribution.describe_peak(placement.matmul_peak), options.output_dir,
                  options.output_dir)
     if options.do_train:
         train(estimator, task, options, prepared, placement)
@@ -233,7 +239,8 @@ def prepare(task, options, model_inputs, placement):
         optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
         log_every_n_steps=options.log_every_n_steps,
         output_dir=output_dir if is_chief else None, show_progress=is_chief,
-        step_timeout_seconds=options.step_timeout_seconds)
+        step_timeout_seconds=options.step_timeout_seconds,
+        matmul_peak_flops=placement.matmul_peak)
     return Prepared(records, plan, model_fn, checkpoint_path)
 
 

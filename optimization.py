@@ -10,12 +10,14 @@ once, so all replicas apply the same update.
 One call of the train op processes one micro-batch per replica:
 
 - gradient accumulation: with `accumulation_steps=N`, each replica adds its
-  gradient to a replica-local buffer and the weights change on every N-th call
-  only. `global_step` counts optimizer updates, so the learning-rate schedule
-  and `num_train_steps` are in updates. The cross-replica sum still runs on
-  every micro-batch (it is never placed under a conditional, so no replica can
-  wait on a collective the others skip): accumulation saves memory, not
-  communication.
+  gradient to a replica-local buffer, with no communication, and only the N-th
+  call sums the buffers across replicas (one all-reduce per optimizer update,
+  not per micro-batch: on R GPUs or nodes that is 1 instead of N transfers of
+  every gradient) and updates the weights. The reduction sits under a
+  conditional on the accumulation counter, which every replica and worker
+  advances in lockstep, so they all enter it on the same call. `global_step`
+  counts optimizer updates, so the learning-rate schedule and
+  `num_train_steps` are in updates.
 - fp16: the loss is multiplied by a dynamic loss scale before differentiation.
   An update whose summed gradient is not finite is skipped entirely (weights and
   Adam moments keep their values) and the scale is halved; after
@@ -40,9 +42,16 @@ tf1 = tf.compat.v1
 
 _NO_DECAY_PATTERNS = ("LayerNorm", "layer_norm", "bias")
 
-TrainOp = collections.namedtuple(
-    "TrainOp", ["train_op", "learning_rate", "gradient_norm", "loss_scale", "update_applied"])
-"""What `create_train_op` returns; the scalars are float32 tensors for logging."""
+TrainOp = collections.namedtuple("TrainOp", [
+    "learning_rate", "train_op", "gradient_norm", "loss_scale", "update_applied",
+    "cycle_closed"])
+"""What `create_train_op` returns: the op and scalars for logging. gradient_norm
+(float32) is the clipped update's norm before clipping, NaN on a call that only
+accumulates; update_applied and cycle_closed are bools (a closed cycle whose
+gradient is not finite is skipped)."""
+
+ALL_REDUCE_SCOPE = "gradient_all_reduce"
+"""The name scope of the cross-replica gradient sum (tests count its ops)."""
 
 
 def learning_rate_schedule(global_step, init_lr, num_train_steps, num_warmup_steps,
@@ -213,18 +222,18 @@ def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
     learning_rate = learning_rate_schedule(global_step, init_lr, num_train_steps,
                                            num_warmup_steps)
 
-    def cross_replica_step(strategy, per_replica_totals):
-        """Runs once for all replicas: sum, decide, update every copy alike."""
-        counter_after = accum_counter + 1
-        closes_cycle = counter_after >= accumulation_steps
-        summed = strategy.extended.batch_reduce_to(
-            tf.distribute.ReduceOp.SUM, list(zip(per_replica_totals, tvars)))
+    def reduce_and_update(strategy, per_replica_totals):
+        """Sums the accumulated gradients across replicas (the one all-reduce of
+        an update), decides once, and updates every copy alike. Returns
+        (gradient_norm, apply_update)."""
+        with tf.name_scope(ALL_REDUCE_SCOPE):
+            summed = strategy.extended.batch_reduce_to(
+                tf.distribute.ReduceOp.SUM, list(zip(per_replica_totals, tvars)))
         # The mean gradient over all replicas and micro-batches, loss scale removed.
         scale = 1.0 / (tf.cast(accumulation_steps * num_replicas, tf.float32) * loss_scale)
         gradient_norm = tf.linalg.global_norm(summed) * scale
         # A non-finite element makes the norm inf or NaN, so one test covers all.
         is_finite = tf.math.is_finite(gradient_norm)
-        apply_update = closes_cycle & is_finite
         clip_ratio = tf.where(gradient_norm > clip_norm,
                               clip_norm / tf.maximum(gradient_norm, 1e-12), 1.0)
         multiplier = scale * tf.where(is_finite, clip_ratio, 0.0)
@@ -234,58 +243,82 @@ def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
             """One device's copy of one variable."""
             if optimizer == "adamw":
                 return _fused_adamw_update(var, g * multiplier, m_, v_, learning_rate,
-                                           apply_update, weight_decay_rate, beta_1, beta_2,
+                                           is_finite, weight_decay_rate, beta_1, beta_2,
                                            epsilon)
-            return _adam_update(var, g * multiplier, m_, v_, learning_rate, apply_update,
+            return _adam_update(var, g * multiplier, m_, v_, learning_rate, is_finite,
                                 optimizer, weight_decay_rate, beta_1, beta_2, epsilon, step)
 
         updates = [strategy.extended.update(variable, update_one, args=(gradient, m, v),
                                             group=True)
                    for gradient, variable, (m, v) in zip(summed, tvars, moments)]
         if buffers is not None:
-            for buffer, total in zip(buffers, per_replica_totals):
-                updates.append(strategy.extended.update(
-                    buffer,
-                    lambda b, t: b.assign(tf.where(closes_cycle, tf.zeros_like(t), t)),
-                    args=(total,), group=True))
-
+            # After the updates, which come after the sum that read the buffers: a
+            # control dependency on a value from outside this branch would be
+            # dropped (the branch is a function, its inputs count as ready).
+            with tf.control_dependencies(updates):
+                updates += [strategy.extended.update(b, _emptied, group=True) for b in buffers]
+        if use_loss_scale:
+            with tf.control_dependencies(updates):
+                updates += _loss_scale_updates(strategy, loss_scale, good_steps, is_finite,
+                                               loss_scale_window)
         with tf.control_dependencies(updates):
+            return tf.identity(gradient_norm), tf.identity(is_finite)
+
+    def cross_replica_step(strategy, per_replica_totals):
+        """Runs once for all replicas. Only the micro-batch that closes an
+        accumulation cycle communicates: the others add to their replica's
+        buffer. The condition is the same on every replica and worker (the
+        counter moves in lockstep), so all of them enter the all-reduce together
+        or none does."""
+        if buffers is None:
+            gradient_norm, apply_update = reduce_and_update(strategy, per_replica_totals)
+            closes_cycle = tf.constant(True)
+        else:
+            closes_cycle = accum_counter + 1 >= accumulation_steps
+
+            def keep_accumulating():
+                kept = [strategy.extended.update(b, lambda b_, t: b_.assign(t), args=(total,),
+                                                 group=True)
+                        for b, total in zip(buffers, per_replica_totals)]
+                with tf.control_dependencies(kept):
+                    # No norm without a sum: NaN says "no update on this call".
+                    return tf.constant(float("nan")), tf.constant(False)
+
+            gradient_norm, apply_update = tf.cond(
+                closes_cycle, lambda: reduce_and_update(strategy, per_replica_totals),
+                keep_accumulating)
+        with tf.control_dependencies([gradient_norm, apply_update]):
             bookkeeping = [
                 strategy.extended.update(
+                    global_step,
+                    lambda s: s.assign_add(tf.cast(closes_cycle, s.dtype)), group=True)]
+            if buffers is not None:
+                bookkeeping.append(strategy.extended.update(
                     accum_counter,
                     lambda c: c.assign(tf.where(closes_cycle, tf.constant(0, tf.int64),
-                                                counter_after)), group=True),
-                strategy.extended.update(
-                    global_step,
-                    lambda s: s.assign_add(tf.cast(closes_cycle, s.dtype)), group=True),
-            ]
-            if use_loss_scale:
-                bookkeeping += _loss_scale_updates(strategy, loss_scale, good_steps,
-                                                   closes_cycle, is_finite, loss_scale_window)
+                                                c + 1)), group=True))
         return (tf.group(bookkeeping), gradient_norm, tf.identity(loss_scale),
-                apply_update)
+                apply_update, closes_cycle)
 
-    train_op, gradient_norm, loss_scale_value, applied = replica_context.merge_call(
-        cross_replica_step, args=(totals,))
-    return TrainOp(train_op, learning_rate, gradient_norm, loss_scale_value, applied)
+    return TrainOp(learning_rate, *replica_context.merge_call(cross_replica_step,
+                                                              args=(totals,)))
 
 
-def _loss_scale_updates(strategy, loss_scale, good_steps, closes_cycle, is_finite, window):
-    """Dynamic loss scale: halve on overflow, double after `window` clean updates."""
+def _emptied(buffer):
+    return buffer.assign(tf.zeros_like(buffer))
+
+
+def _loss_scale_updates(strategy, loss_scale, good_steps, is_finite, window):
+    """Dynamic loss scale at the end of a cycle: halve on overflow, double
+    after `window` clean updates."""
     good_after = tf.where(is_finite, good_steps + 1, tf.constant(0, tf.int64))
     grow = good_after >= window
     next_scale = tf.where(is_finite,
                           tf.where(grow, loss_scale * 2.0, loss_scale),
                           tf.maximum(loss_scale * 0.5, 1.0))
     next_good = tf.where(grow, tf.constant(0, tf.int64), good_after)
-    return [
-        strategy.extended.update(
-            loss_scale, lambda s: s.assign(tf.where(closes_cycle, next_scale, s)),
-            group=True),
-        strategy.extended.update(
-            good_steps, lambda g: g.assign(tf.where(closes_cycle, next_good, g)),
-            group=True),
-    ]
+    return [strategy.extended.update(loss_scale, lambda s: s.assign(next_scale), group=True),
+            strategy.extended.update(good_steps, lambda g: g.assign(next_good), group=True)]
 
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,

@@ -22,7 +22,7 @@ _POSITIVE_INTEGERS = (
     "save_checkpoints_steps", "keep_checkpoint_max", "log_every_n_steps",
     "gradient_accumulation_steps", "num_gpu_cores", "num_cpu_replicas")
 _FINITE_FLOATS = ("learning_rate", "num_train_epochs", "warmup_proportion",
-                  "weight_decay_rate")
+                  "weight_decay_rate", "matmul_peak_tflops")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +77,7 @@ class RunOptions:
     cluster: str = "auto"
     cluster_port_base: int = 8888
     step_timeout_seconds: int = 0
+    matmul_peak_tflops: float = 0.0
 
     def __post_init__(self):
         for name in ("output_dir", "bert_config_file"):
@@ -98,6 +99,9 @@ class RunOptions:
         if not 0 <= self.warmup_proportion <= 1:
             raise InputError("--warmup_proportion must be between 0 and 1, got %g"
                              % self.warmup_proportion)
+        if self.matmul_peak_tflops < 0:
+            raise InputError("--matmul_peak_tflops must be >= 0 (0: measure it), got %g"
+                             % self.matmul_peak_tflops)
         if self.weight_decay_rate < 0:
             raise InputError("--weight_decay_rate must be >= 0, got %g"
                              % self.weight_decay_rate)

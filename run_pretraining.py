@@ -131,6 +131,7 @@ def main(_):
     if is_chief:
         # Workers share the chief's output_dir; the chief holds it for the cluster.
         run_setup.lock_output_dir(options.output_dir)
+    peak = distribution.matmul_peak(options, runtime) if options.do_train else None
     model_fn = training.build_model_fn(
         bert_config,
         pretraining.make_head_fn(bert_config, runtime.precision, runtime.inference_precision),
@@ -141,13 +142,13 @@ def main(_):
         log_every_n_steps=options.log_every_n_steps,
         output_dir=options.output_dir if is_chief else None, log_per_replica=True,
         show_progress=is_chief,
-        step_timeout_seconds=options.step_timeout_seconds)
-    console.info("%s; local devices %s, precision %s (inference %s)",
+        step_timeout_seconds=options.step_timeout_seconds, matmul_peak_flops=peak)
+    console.info("%s; local devices %s, precision %s (inference %s)%s",
                      "worker %d of %d (%s)" % (cluster.worker_index, num_workers,
                                                "chief" if is_chief else "not chief")
                      if cluster else "single process",
                      ",".join(runtime.devices), runtime.precision,
-                     runtime.inference_precision)
+                     runtime.inference_precision, distribution.describe_peak(peak))
     if options.do_train:
         train(options, model_fn, runtime, cluster, strategy, plan, input_files)
     if options.do_eval and is_chief:

@@ -17,6 +17,7 @@ import time
 import tensorflow as tf
 
 import console
+import flops
 import modeling
 import optimization
 from errors import Stopped
@@ -38,7 +39,8 @@ of tensors for the SavedModel's serving_default signature; training_logs
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
                    weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
-                   log_per_replica=False, show_progress=True, step_timeout_seconds=0):
+                   log_per_replica=False, show_progress=True, step_timeout_seconds=0,
+                   matmul_peak_flops=None):
     """An Estimator model_fn: BERT + the task head + the shared training machinery.
 
     Args:
@@ -52,6 +54,8 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
       show_progress: print the progress line (only the chief of several workers).
       step_timeout_seconds: end the process with one error line when no training
         step finishes for this long (a lost worker; 0: wait forever).
+      matmul_peak_flops: the device's matmul FLOP/s in `precision`; the progress
+        line then shows MFU (None: not shown).
     """
     def model_fn(features, labels, mode):
         del labels
@@ -80,15 +84,22 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
             accumulation_steps=plan.accumulation_steps, precision=precision,
             optimizer=optimizer, weight_decay_rate=weight_decay_rate)
         logged = {"loss": head.loss, "learning_rate": step.learning_rate,
-                  "gradient_norm": step.gradient_norm}
+                  "gradient_norm": step.gradient_norm, CYCLE_CLOSED: step.cycle_closed}
         if precision == "fp16":
             logged["loss_scale"] = step.loss_scale
         logged.update(head.training_logs or {})
+        flops_per_example = None
+        if matmul_peak_flops:
+            # Batches are cut to their longest sequence: count the length run.
+            logged[SEQUENCE_LENGTH] = tf.shape(features["input_ids"])[1]
+            flops_per_example = (
+                lambda length: flops.training_flops_per_example(bert_config, length))
         hook = TrainingLogHook(
             logged, examples_per_call=plan.per_replica_batch_size * plan.num_replicas,
             every_n_steps=log_every_n_steps, total_steps=plan.num_train_steps,
             output_dir=output_dir, num_replicas=plan.num_replicas if log_per_replica else None,
-            show=show_progress)
+            show=show_progress, flops_per_example=flops_per_example,
+            matmul_peak_flops=matmul_peak_flops)
         num_replicas = tf.distribute.get_replica_context().num_replicas_in_sync
         # The Estimator reports the SUM of the replicas' losses; report their mean.
         hooks = [hook]
@@ -98,6 +109,12 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
                                           train_op=step.train_op, training_hooks=hooks)
 
     return model_fn
+
+
+CYCLE_CLOSED = "cycle_closed"
+"""The logged tensor that says a call ended with an optimizer update."""
+SEQUENCE_LENGTH = "sequence_length"
+"""The logged tensor with the length of the call's batch (for the FLOPs count)."""
 
 
 class TrainingLogHook(tf1.train.SessionRunHook):
@@ -112,13 +129,19 @@ class TrainingLogHook(tf1.train.SessionRunHook):
     per_replica_batch_size * num_replicas and examples/s counts every example
     processed; steps are optimizer steps (global_step), whatever the
     accumulation. With `num_replicas` the line also gives examples/s per
-    replica (in pre-training an example is one sequence). Synchronous workers
+    replica (in pre-training an example is one sequence). With accumulation the
+    numbers shown are those of the last call that updated the weights (the
+    gradient norm exists only there). Synchronous workers
     run in lockstep, so `examples_per_call` of all the workers' replicas gives
-    the cluster's total; only the chief (`show`) prints.
+    the cluster's total; only the chief (`show`) prints. With
+    `flops_per_example(sequence_length)` and `matmul_peak_flops` the line ends
+    with the MFU: the model FLOPs of the calls since the last line, per second,
+    over the peak.
     """
 
     def __init__(self, tensors, examples_per_call, every_n_steps, total_steps,
-                 output_dir=None, num_replicas=None, show=True):
+                 output_dir=None, num_replicas=None, show=True, flops_per_example=None,
+                 matmul_peak_flops=None):
         self._tensors = tensors
         self._examples_per_call = examples_per_call
         self._every_n_steps = max(1, every_n_steps)
@@ -126,12 +149,15 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         self._output_dir = output_dir
         self._num_replicas = num_replicas
         self._show = show
+        self._flops_per_example = flops_per_example
+        self._matmul_peak_flops = matmul_peak_flops
 
     def begin(self):
         self._global_step = tf1.train.get_global_step()
         self._calls = 0
         self._start = self._last_time = None
         self._last_calls = self._last_step = self._first_step = 0
+        self._flops = 0.0
         self._values = {}
         self._writer = (tf1.summary.FileWriterCache.get(self._output_dir)
                         if self._output_dir else None)
@@ -144,13 +170,17 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         self._calls += 1
         values = dict(run_values.results)
         step = int(values.pop("global_step"))
-        self._values = values
+        length = values.pop(SEQUENCE_LENGTH, None)
+        if values.pop(CYCLE_CLOSED, True) or not self._values:
+            self._values = values
         if self._start is None:
             # The first call includes graph optimisation: start the clock after it.
             self._start, self._last_time = now, now
             self._first_step = self._last_step = step
             self._last_calls = self._calls
             return
+        if self._flops_per_example is not None:
+            self._flops += self._examples_per_call * self._flops_per_example(int(length))
         if console.is_due(step, self._last_step, now, self._last_time, self._every_n_steps,
                           self._total_steps) and step > self._first_step:
             self._report(step, now)
@@ -169,6 +199,10 @@ class TrainingLogHook(tf1.train.SessionRunHook):
                 values["examples_per_second"] / self._num_replicas)
             extra.append(("examples/s per replica",
                           values["examples_per_second_per_replica"]))
+        if self._flops_per_example is not None:
+            values["mfu"] = flops.utilisation(self._flops / seconds, self._matmul_peak_flops)
+            self._flops = 0.0
+            extra.append(("MFU", "%.1f%%" % (100.0 * values["mfu"])))
         if self._show:
             console.info(console.progress_line(
                 "step", step, self._total_steps, values["examples_per_second"], "examples",

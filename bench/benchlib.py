@@ -76,25 +76,6 @@ def load_config(name_or_path):
         defaults
 
 
-def forward_flops_per_example(config, seq_length):
-    """Matmul FLOPs of one forward pass of the encoder + pooler on one example.
-
-    Counts 2 FLOPs per multiply-add of every dense layer and of the two
-    attention matmuls (scores and context); embeddings lookups, softmax, layer
-    norm and the tiny classifier are left out, as is usual for MFU.
-    """
-    h, i, layers = config["hidden_size"], config["intermediate_size"], \
-        config["num_hidden_layers"]
-    dense_per_token = 4 * h * h + 2 * h * i
-    attention = 2 * 2 * seq_length * seq_length * h
-    return layers * (2 * dense_per_token * seq_length + attention) + 2 * h * h
-
-
-def training_flops_per_example(config, seq_length):
-    """Forward + backward (twice the forward) matmul FLOPs of one training example."""
-    return 3 * forward_flops_per_example(config, seq_length)
-
-
 def load_average():
     """The 1-minute load average (what the results page records beside a number)."""
     try:
@@ -330,6 +311,24 @@ def final_peaks(precisions, peer_python=None, size=2048, max_wait_seconds=0):
     return best
 
 
+def torch_peer_sides(precisions, torch_compile):
+    """[(side name, precision, extra torch_peer.py flags)] of the torch peer:
+    eager (fp32) or autocast (bf16), and each under torch.compile when asked."""
+    sides = [("torch %s" % ("fp32 eager" if p == "fp32" else "bf16 autocast"), p, [])
+             for p in precisions]
+    if torch_compile == "on":
+        sides += [("torch %s compile" % p, p, ["--compile"]) for p in precisions]
+    return sides
+
+
+def print_compile_times(workers):
+    """One line per side that compiled before its rounds."""
+    for name, worker in workers.items():
+        if worker.ready.get("compile_seconds") is not None:
+            print("%s: compiled in %.0f s (first step, not in the rounds)"
+                  % (name, worker.ready["compile_seconds"]))
+
+
 def close_all(workers):
     for worker in workers.values():
         worker.close()
@@ -404,6 +403,9 @@ def add_round_args(parser, steps_per_round, peer_help):
     parser.add_argument("--peer", choices=["auto", "none"], default="auto",
                         help="none: measure ours only.")
     parser.add_argument("--peer_python", help=peer_help)
+    parser.add_argument("--torch_compile", choices=["on", "off"], default="on",
+                        help="on: the torch peer also runs under torch.compile (inductor); "
+                             "its compile time is left out of the rounds and printed.")
     parser.add_argument("--json", help="Also write the results here.")
     # Set by the controller when it starts a worker.
     parser.add_argument("--worker", help=argparse.SUPPRESS)

@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
+import flops  # noqa: E402
 
 
 def make_parser():
@@ -233,21 +234,10 @@ def model_part(node_name):
 
 
 def measure_tf_peak(precision, n=2048, repeats=5):
-    """GFLOP/s of TensorFlow's best n^3 matmul at `precision` (eager, all threads)."""
-    import time
-
-    import tensorflow as tf
-    dtype = tf.bfloat16 if precision == "bf16" else tf.float32
-    a = tf.cast(tf.random.uniform([n, n]), dtype)
-    b = tf.cast(tf.random.uniform([n, n]), dtype)
-    matmul = tf.function(tf.matmul)
-    matmul(a, b).numpy()
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        matmul(a, b).numpy()
-        best = min(best, time.perf_counter() - started)
-    return 2.0 * n ** 3 / best / 1e9
+    """GFLOP/s of TensorFlow's best n^3 matmul at `precision` on the CPU (all
+    threads): the measurement the training log's MFU uses."""
+    import distribution
+    return distribution.measure_matmul_peak("/cpu:0", precision, n, repeats) / 1e9
 
 
 # -- controller ----------------------------------------------------------------------
@@ -276,12 +266,12 @@ def run(args):
     peer_python = None
     if args.peer == "auto":
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
-    flops = benchlib.training_flops_per_example(config, args.seq_length)
+    example_flops = flops.training_flops_per_example(config, args.seq_length)
     print(benchlib.machine_line())
     print("fine-tuning %s, seq %d, global batch %d, data %s%s; %.2f GFLOP per example; "
           "%d rounds x %d steps after %d warm-up steps, sides alternating"
           % (args.config, args.seq_length, args.batch, args.data,
-             ", padding %s" % args.padding if args.data != "synthetic" else "", flops / 1e9,
+             ", padding %s" % args.padding if args.data != "synthetic" else "", example_flops / 1e9,
              args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
     workdir = benchlib.scratch_dir("finetune_bench_")
     results = []
@@ -314,20 +304,20 @@ def run(args):
                 workers[name] = benchlib.Worker(name, command + passthrough(args))
                 replicas[name] = count
             if peer_python:
-                for precision in precisions:
-                    name = "torch %s" % ("fp32 eager" if precision == "fp32"
-                                         else "bf16 autocast")
+                for name, precision, extra in benchlib.torch_peer_sides(precisions,
+                                                                        args.torch_compile):
                     command = [peer_python, os.path.join(benchlib.BENCH_DIR, "torch_peer.py"),
                                "--mode=train", "--features=%s" % features_path,
                                "--precision=%s" % precision, "--config=%s" % args.config,
                                "--batch=%d" % args.batch,
                                "--warmup_steps=%d" % args.warmup_steps,
-                               "--peak_size=%d" % args.peak_size]
+                               "--peak_size=%d" % args.peak_size] + extra
                     if paddings != ["full"]:
                         command.append("--pad_to_longest")
                     workers[name] = benchlib.Worker(name, command)
             rounds = benchlib.alternate_rounds(workers, args.rounds, args.max_wait,
                                                steps=args.steps_per_round)
+            benchlib.print_compile_times(workers)
         finally:
             benchlib.close_all(workers)
         peaks = benchlib.final_peaks(precisions, peer_python, args.peak_size, args.max_wait)
@@ -348,9 +338,9 @@ def run(args):
                 "cpu_utilisation": benchlib.median(
                     [r["cpu_seconds"] / (r["seconds"] * (os.cpu_count() or 1))
                      for r in side_rounds]),
-                "gflops_per_example": flops / 1e9,
-                "achieved_gflops": rate * flops / 1e9, "peak_gflops": peak,
-                "mfu": rate * flops / 1e9 / peak if peak else float("nan"),
+                "gflops_per_example": example_flops / 1e9,
+                "achieved_gflops": rate * example_flops / 1e9, "peak_gflops": peak,
+                "mfu": rate * example_flops / 1e9 / peak if peak else float("nan"),
                 "peak_by_side": workers[name].ready.get("peak_gflops"),
                 "replicas": replicas.get(name, 1),
                 "input_examples_per_second": workers[name].ready.get(

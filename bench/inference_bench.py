@@ -31,6 +31,7 @@ import benchlib  # noqa: E402
 import finetune_bench  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
+import flops  # noqa: E402
 import export_layout  # noqa: E402
 
 
@@ -126,11 +127,11 @@ def run(args):
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
         ort = peer_python is not None and benchlib.have_modules(
             peer_python, ("onnxruntime", "onnx"))
-    flops = benchlib.forward_flops_per_example(config, args.seq_length)
+    example_flops = flops.forward_flops_per_example(config, args.seq_length)
     print(benchlib.machine_line())
     print("inference %s, seq %d, batch %d; %.2f GFLOP per example; %d rounds x %d batches "
           "after %d warm-up batches, sides alternating"
-          % (args.export_dir or args.config, args.seq_length, args.batch, flops / 1e9,
+          % (args.export_dir or args.config, args.seq_length, args.batch, example_flops / 1e9,
              args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
     workdir = benchlib.scratch_dir("inference_bench_")
     workers = {}
@@ -153,19 +154,20 @@ def run(args):
             workers["ours SavedModel %s" % precision] = benchlib.Worker(
                 "ours SavedModel %s" % precision, command)
         if peer_python:
-            peers = [("torch %s" % ("fp32 eager" if p == "fp32" else "bf16 autocast"),
-                      "infer", p) for p in precisions]
+            peers = [(name, "infer", precision, extra) for name, precision, extra
+                     in benchlib.torch_peer_sides(precisions, args.torch_compile)]
             if ort:
-                peers.append(("onnxruntime fp32", "onnx", "fp32"))
-            for name, mode, precision in peers:
+                peers.append(("onnxruntime fp32", "onnx", "fp32", []))
+            for name, mode, precision, extra in peers:
                 command = [peer_python, os.path.join(benchlib.BENCH_DIR, "torch_peer.py"),
                            "--mode=%s" % mode, "--features=%s" % features_path,
                            "--precision=%s" % precision, "--config=%s" % args.config,
                            "--batch=%d" % args.batch, "--warmup_steps=%d" % args.warmup_steps,
-                           "--peak_size=%d" % args.peak_size]
+                           "--peak_size=%d" % args.peak_size] + extra
                 workers[name] = benchlib.Worker(name, command)
         rounds = benchlib.alternate_rounds(workers, args.rounds, args.max_wait,
                                            steps=args.steps_per_round)
+        benchlib.print_compile_times(workers)
     finally:
         benchlib.close_all(workers)
         benchlib.remove_tree(workdir)
@@ -182,9 +184,9 @@ def run(args):
                         "rounds": [r["examples_per_second"] for r in side_rounds],
                         "load_averages": [r["load_average"] for r in side_rounds],
                         "others_runnable": [r["others_runnable_before"] for r in side_rounds],
-                        "gflops_per_example": flops / 1e9, "peak_gflops": peak,
-                        "achieved_gflops": rate * flops / 1e9,
-                        "mfu": rate * flops / 1e9 / peak if peak else float("nan")})
+                        "gflops_per_example": example_flops / 1e9, "peak_gflops": peak,
+                        "achieved_gflops": rate * example_flops / 1e9,
+                        "mfu": rate * example_flops / 1e9 / peak if peak else float("nan")})
     finetune_bench.print_results(results, peer_python, args)
     if peer_python and not ort:
         print("onnxruntime skipped: the peer interpreter lacks onnxruntime or onnx")

@@ -73,3 +73,11 @@ def test_text_serving_bench_compares_in_graph_with_client_tokenizing():
                                     "text_serving_bench.py"])
 def test_bench_help(script):
     assert "usage" in run_bench(script, "--help")
+
+
+def test_accumulation_bench_times_both_revisions():
+    out = run_bench("accumulation_bench.py", "--config=tiny", "--seq_length=32", "--batch=2",
+                    "--accumulation=2", "--updates=3", "--before=%s" % REPO,
+                    "--layouts=replicas")
+    assert "round 1: replicas, before:" in out and "round 1: replicas, after:" in out
+    assert "all-reduced per update and replica: before 2 x" in out

@@ -241,3 +241,29 @@ def test_training_lowers_the_loss(precision, optimizer, init_lr):
         losses = [sess.run([fetch["train_op"], fetch["loss"]],
                            {ph["ids"]: ids, ph["labels"]: labels})[1] for _ in range(20)]
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_accumulation_all_reduces_once_per_update():
+    """Two replicas, 3 micro-batches per update: the cross-replica sum runs on
+    the call that closes a cycle and on no other (one reduction per variable
+    there), counted in the executed ops of each call's trace."""
+    graph, ph, fetch = build_training(2, 2, accumulation_steps=3)
+    ids, labels = data(24)
+    with graph.as_default():
+        trained = len([v for v in tf1.global_variables() if v.name.endswith("/adam_m:0")])
+    reductions = []
+    with cpu_session(graph) as sess:
+        sess.run(fetch["init"])
+        for call in range(6):
+            chunk = slice(call * 4, (call + 1) * 4)
+            meta = tf1.RunMetadata()
+            sess.run(fetch["train_op"], {ph["ids"]: ids[chunk], ph["labels"]: labels[chunk]},
+                     options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
+                     run_metadata=meta)
+            reductions.append(sum(
+                1 for device in meta.step_stats.dev_stats for node in device.node_stats
+                if optimization.ALL_REDUCE_SCOPE + "/AddN" in node.node_name))
+        step = component_values(graph, sess)["global_step:0"][0]
+    assert trained > 30
+    assert reductions == [0, 0, trained, 0, 0, trained]
+    assert step == 2

@@ -4,6 +4,7 @@ import csv
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -202,6 +203,9 @@ def test_two_workers_fine_tune_and_the_chief_evaluates_and_exports(tmp_path):
     # 64 examples x 8 epochs / (4 per replica x 2 workers) = 64 optimizer steps.
     assert "2 replicas x 4 examples per replica" in logs[0] and "= 64 optimizer steps" in logs[0]
     assert "step 64/64 (100%)" in logs[0] and "examples/s" not in logs[1]
+    # The progress line's MFU, against the peak measured at start-up.
+    assert re.search(r"matmul peak [0-9.]+ TFLOP/s", logs[0])
+    assert re.search(r"step 64/64 .*, MFU [0-9]+\.[0-9]%\n", logs[0])
     assert tf.train.latest_checkpoint(out).endswith("model.ckpt-64")
     with open(os.path.join(out, "eval_results.json")) as f:
         report = json.load(f)
