@@ -350,7 +350,7 @@ def train(estimator, task, options, prepared, placement):
         console.info(model_selection.describe(entry, plan.num_train_steps, task.summary_keys))
         if options.plot:
             model_selection.plot_learning_curve(
-                options.output_dir, training.training_losses(options.output_dir), history)
+                options.output_dir, training.logged_values(options.output_dir, "loss"), history)
         if entry["stop"]:
             console.info("early stopping: %s did not improve in %d evaluations; the best "
                          "is step %d (%s %.4f)", metric, options.early_stopping_patience,

@@ -313,14 +313,15 @@ def write_summaries(directory, step, values):
     writer.flush()
 
 
-def training_losses(output_dir):
-    """[(step, loss)] the training log wrote to output_dir's TensorBoard events."""
+def logged_values(output_dir, tag):
+    """[(step, value)] of `tag` ("loss", "examples_per_second", ...) the training
+    log wrote to output_dir's TensorBoard events."""
     losses = {}
     for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
         try:
             for event in tf1.train.summary_iterator(path):
                 for value in event.summary.value:
-                    if value.tag == "loss":
+                    if value.tag == tag:
                         losses[int(event.step)] = float(value.simple_value)
         except tf.errors.DataLossError:
             pass  # the tail of an events file a killed run was writing

@@ -14,11 +14,12 @@ vocabulary) with `--accumulation` micro-batches per update, in two layouts:
 each with this checkout's code (AFTER: the micro-batches of an update add to
 replica-local buffers and only the last one all-reduces) and with the code of
 `--before`, a git revision checked out into a scratch worktree or a folder
-(BEFORE, at 917030e: every micro-batch all-reduced its gradients). The four runs take turns, `--rounds`
-times, so background load hits all alike. A run's number is the median of
-the per-update examples/s the training log writes to TensorBoard, the first
-update (graph optimisation) left out. The bytes all-reduced per update are
-arithmetic: 4 bytes x trained parameters x all-reduces.
+(BEFORE, at 917030e: every micro-batch all-reduced its gradients). The four
+runs take turns, `--rounds` times, so background load hits all alike. A
+run's number is the median of the per-update examples/s the training log
+writes to TensorBoard, the first update (graph optimisation) left out. The
+bytes all-reduced per update are arithmetic: 4 bytes x trained parameters x
+all-reduces.
 """
 
 import argparse
@@ -33,6 +34,7 @@ import benchlib  # noqa: E402
 import pretraining_data_bench  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def make_parser():
@@ -45,6 +47,8 @@ def make_parser():
     parser.add_argument("--accumulation", type=int, default=4)
     parser.add_argument("--updates", type=int, default=6, help="Optimizer updates per run.")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--reviews", type=int, default=300,
+                        help="Movie reviews cut into the pre-training records.")
     parser.add_argument("--layouts", default="replicas,workers")
     parser.add_argument("--json", help="Also write the results here.")
     return parser
@@ -69,7 +73,8 @@ def make_inputs(args, scratch):
         json.dump(fields, f)
     text_path = os.path.join(scratch, "reviews.txt")
     pretraining_data_bench.write_review_documents(
-        os.path.join(assets.corpora_dir(), "polarity-en-pang&lee1.csv"), text_path, limit=300)
+        os.path.join(assets.corpora_dir(), "polarity-en-pang&lee1.csv"), text_path,
+        limit=args.reviews)
     records = os.path.join(scratch, "train.tfrecord")
     subprocess.run([sys.executable, "create_pretraining_data.py", "--input_file=" + text_path,
                     "--output_file=" + records,
@@ -82,14 +87,8 @@ def make_inputs(args, scratch):
 
 def training_rates(output_dir):
     """Per-update examples/s the training log wrote, in step order."""
-    import tensorflow as tf
-    rates = {}
-    for path in tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == "examples_per_second":
-                    rates[int(event.step)] = value.simple_value
-    return [rates[step] for step in sorted(rates)]
+    import training
+    return [rate for _, rate in training.logged_values(output_dir, "examples_per_second")]
 
 
 def run_once(code_dir, layout, args, config_path, records, output_dir):

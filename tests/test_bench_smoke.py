@@ -77,7 +77,7 @@ def test_bench_help(script):
 
 def test_accumulation_bench_times_both_revisions():
     out = run_bench("accumulation_bench.py", "--config=tiny", "--seq_length=32", "--batch=2",
-                    "--accumulation=2", "--updates=3", "--before=%s" % REPO,
-                    "--layouts=replicas")
+                    "--accumulation=2", "--updates=2", "--before=%s" % REPO,
+                    "--layouts=replicas", "--reviews=40")
     assert "round 1: replicas, before:" in out and "round 1: replicas, after:" in out
     assert "all-reduced per update and replica: before 2 x" in out
