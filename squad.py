@@ -127,12 +127,15 @@ def score_files(questions, written, version_2):
     (and null_odds.json) against the questions' gold answers."""
     with open(written[PREDICTIONS_FILE], encoding="utf-8") as f:
         predictions = json.load(f)
-    null_odds = None
+    null_odds = best_spans = None
     if version_2 and NULL_ODDS_FILE in written:
         with open(written[NULL_ODDS_FILE], encoding="utf-8") as f:
             null_odds = json.load(f)
+        with open(written[NBEST_FILE], encoding="utf-8") as f:
+            best_spans = {qid: next((entry["text"] for entry in nbest if entry["text"]), "")
+                          for qid, nbest in json.load(f).items()}
     gold = collections.OrderedDict((q.qas_id, q.gold_answers) for q in questions)
-    return squad_eval.evaluate(gold, predictions, null_odds, version_2)
+    return squad_eval.evaluate(gold, predictions, null_odds, version_2, best_spans)
 
 
 # -- the Task --------------------------------------------------------------------------

@@ -111,13 +111,19 @@ def best_threshold(scores, null_odds, has_answer, predictions):
     return 100.0 * best / len(scores), threshold
 
 
-def evaluate(gold, predictions, null_odds=None, version_2=False):
+def evaluate(gold, predictions, null_odds=None, version_2=False, best_spans=None):
     """The report written to eval_results: exact_match, f1 (percent), total;
     v2.0 also HasAns_/NoAns_ exact, f1 and total, and with `null_odds`
     best_exact, best_exact_thresh, best_f1, best_f1_thresh.
 
     gold: id -> list of gold answer texts ([] for unanswerable); predictions:
     id -> text; null_odds: id -> float.
+
+    best_spans (v2.0, with null_odds): id -> the question's best non-empty
+    answer. The official sweep releases the predictions as they are, so a run
+    whose threshold answered "" everywhere finds no better threshold; the sweep
+    over the best spans (best_span_exact, best_span_f1 and their _thresh) finds
+    the threshold to re-run with.
     """
     exact, overlap = raw_scores(gold, predictions, version_2)
     report = {"exact_match": _mean_percent(exact, gold), "f1": _mean_percent(overlap, gold),
@@ -136,4 +142,10 @@ def evaluate(gold, predictions, null_odds=None, version_2=False):
             exact, null_odds, has_answer, predictions)
         report["best_f1"], report["best_f1_thresh"] = best_threshold(
             overlap, null_odds, has_answer, predictions)
+    if null_odds is not None and best_spans is not None:
+        span_exact, span_overlap = raw_scores(gold, best_spans, version_2)
+        report["best_span_exact"], report["best_span_exact_thresh"] = best_threshold(
+            span_exact, null_odds, has_answer, best_spans)
+        report["best_span_f1"], report["best_span_f1_thresh"] = best_threshold(
+            span_overlap, null_odds, has_answer, best_spans)
     return report

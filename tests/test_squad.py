@@ -245,6 +245,22 @@ def test_v2_scores_split_and_best_threshold():
     assert report["best_exact_thresh"] == -3.0
 
 
+def test_v2_best_span_sweep_finds_a_threshold_where_every_prediction_was_null():
+    """Every prediction "" (the threshold said null everywhere): the official
+    sweep can only keep that; the sweep over the best spans releases a (+1) and
+    c (+0.5 F1), then d costs its point: best F1 3.5 / 4 at odds 1.0."""
+    gold = {"a": ["Paris"], "b": [], "c": ["red wine"], "d": []}
+    null_odds = {"a": 0.5, "b": 3.0, "c": 1.0, "d": 2.0}
+    report = squad_eval.evaluate(gold, dict.fromkeys(gold, ""), null_odds, version_2=True,
+                                 best_spans={"a": "Paris", "b": "x", "c": "white wine",
+                                             "d": "Rome"})
+    assert report["best_f1"] == pytest.approx(50.0) and report["best_f1_thresh"] == 0.0
+    assert report["best_span_f1"] == pytest.approx(87.5)
+    assert report["best_span_f1_thresh"] == 1.0
+    assert report["best_span_exact"] == pytest.approx(75.0)
+    assert report["best_span_exact_thresh"] == 0.5
+
+
 # -- answers from logits ---------------------------------------------------------------
 
 def hand_question(tokenizer, tmp_path, context, seq=24, stride=5, query=6, v2=False):
