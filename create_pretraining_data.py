@@ -11,13 +11,13 @@ differs from the original.
       --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=10
 """
 
-import os
 import sys
 
 from absl import flags
 
 import common_flags
 import fileio
+import machine
 import pretraining_data
 import pretraining_writer
 
@@ -52,13 +52,6 @@ flags.DEFINE_integer("documents_per_shard", 256,
                      "it.")
 
 
-def available_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def main():
     common_flags.require_flags("input_file", "output_file", "vocab_file")
     config = pretraining_data.PretrainingDataConfig(
@@ -69,7 +62,7 @@ def main():
         masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob)
     input_paths = fileio.expand_patterns(FLAGS.input_file, "input_file")
     output_paths = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
-    num_workers = FLAGS.num_workers or available_cores()
+    num_workers = FLAGS.num_workers or machine.available_cores()
     pretraining_writer.write_pretraining_data(
         input_paths, output_paths, config, num_workers=num_workers,
         documents_per_shard=FLAGS.documents_per_shard, progress_stream=sys.stderr,

@@ -23,6 +23,7 @@ import time
 import tensorflow as tf
 
 import console
+import machine
 import modeling
 from errors import InputError
 
@@ -168,8 +169,7 @@ def measure_matmul_peak(device, precision, size=2048, repeats=3):
         init = tf1.global_variables_initializer()
     on_cpu = "cpu" in device.lower()
     if on_cpu:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else (os.cpu_count() or 1)
+        cores = machine.available_cores()
         clock = lambda: time.process_time() / cores  # noqa: E731
     else:
         clock = time.perf_counter

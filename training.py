@@ -17,7 +17,7 @@ import time
 import tensorflow as tf
 
 import console
-import flops
+import machine
 import modeling
 import optimization
 from errors import Stopped
@@ -93,7 +93,7 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
             # Batches are cut to their longest sequence: count the length run.
             logged[SEQUENCE_LENGTH] = tf.shape(features["input_ids"])[1]
             flops_per_example = (
-                lambda length: flops.training_flops_per_example(bert_config, length))
+                lambda length: machine.training_flops_per_example(bert_config, length))
         hook = TrainingLogHook(
             logged, examples_per_call=plan.per_replica_batch_size * plan.num_replicas,
             every_n_steps=log_every_n_steps, total_steps=plan.num_train_steps,
@@ -200,7 +200,7 @@ class TrainingLogHook(tf1.train.SessionRunHook):
             extra.append(("examples/s per replica",
                           values["examples_per_second_per_replica"]))
         if self._flops_per_example is not None:
-            values["mfu"] = flops.utilisation(self._flops / seconds, self._matmul_peak_flops)
+            values["mfu"] = machine.utilisation(self._flops / seconds, self._matmul_peak_flops)
             self._flops = 0.0
             extra.append(("MFU", "%.1f%%" % (100.0 * values["mfu"])))
         if self._show:

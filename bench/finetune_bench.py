@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
-import flops  # noqa: E402
+import machine  # noqa: E402
 
 
 def make_parser():
@@ -266,7 +266,7 @@ def run(args):
     peer_python = None
     if args.peer == "auto":
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
-    example_flops = flops.training_flops_per_example(config, args.seq_length)
+    example_flops = machine.training_flops_per_example(config, args.seq_length)
     print(benchlib.machine_line())
     print("fine-tuning %s, seq %d, global batch %d, data %s%s; %.2f GFLOP per example; "
           "%d rounds x %d steps after %d warm-up steps, sides alternating"

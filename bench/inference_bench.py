@@ -31,7 +31,7 @@ import benchlib  # noqa: E402
 import finetune_bench  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
-import flops  # noqa: E402
+import machine  # noqa: E402
 import export_layout  # noqa: E402
 
 
@@ -127,7 +127,7 @@ def run(args):
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
         ort = peer_python is not None and benchlib.have_modules(
             peer_python, ("onnxruntime", "onnx"))
-    example_flops = flops.forward_flops_per_example(config, args.seq_length)
+    example_flops = machine.forward_flops_per_example(config, args.seq_length)
     print(benchlib.machine_line())
     print("inference %s, seq %d, batch %d; %.2f GFLOP per example; %d rounds x %d batches "
           "after %d warm-up batches, sides alternating"

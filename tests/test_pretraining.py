@@ -29,7 +29,7 @@ import tfrecord_codec
 import tokenization
 from bench.pretraining_data_bench import write_review_documents
 from errors import InputError
-from tiny import TINY_WORDS, tiny_config, write_tiny_model
+from tiny import TINY_WORDS, free_port, tiny_config, write_tiny_model
 
 tf1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -344,12 +344,6 @@ def test_create_pretraining_data_bad_inputs_leave_no_output(tiny_corpus, tmp_pat
 
 
 # -- run_pretraining.py --------------------------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def tf_config(ports, index):
     return json.dumps({"cluster": {"worker": ["localhost:%d" % p for p in ports]},

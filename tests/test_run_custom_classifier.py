@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tokenization
-from tiny import write_sentiment_csv, write_tiny_model
+from tiny import free_port, write_sentiment_csv, write_tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -163,13 +163,6 @@ def test_two_workers_fine_tune_and_the_chief_evaluates_and_exports(tmp_path):
     """Two local CPU workers (TF_CONFIG) train one classifier synchronously: the
     plan counts both workers' replicas, the chief alone writes checkpoints,
     evaluation and the export, and the model learns the toy task."""
-    import socket
-
-    def free_port():
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
     model = write_tiny_model(str(tmp_path / "model"), with_classifier_labels=2)
     data_dir = tmp_path / "data"
     data_dir.mkdir()

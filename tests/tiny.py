@@ -1,5 +1,7 @@
 """Tiny random BERT configs and graph helpers shared by the fast tests."""
 
+import socket
+
 import tensorflow as tf
 
 import modeling
@@ -92,3 +94,10 @@ def write_sentiment_csv(path, num_examples, seed=0, header=("label", "sentence")
             filler = [rng.choice(TINY_WORDS[:9]) for _ in range(rng.randint(2, 6))]
             filler.insert(rng.randint(0, len(filler)), key)
             writer.writerow([label, " ".join(filler)])
+
+
+def free_port():
+    """A localhost port nothing listens on now (for a local cluster's workers)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

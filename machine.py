@@ -1,4 +1,5 @@
-"""Model FLOPs of BERT and the utilisation they give (MFU). No TensorFlow.
+"""What the machine gives a run: its cores, BERT's model FLOPs and the
+utilisation they give (MFU). No TensorFlow.
 
 MFU is the model's matmul FLOPs per second over the machine's matmul peak in
 the precision in use: how far a run is from what the hardware can do. The
@@ -6,6 +7,16 @@ count is the usual one: 2 FLOPs per multiply-add of every dense layer of the
 encoder and the pooler and of the two attention matmuls; embedding lookups,
 softmax, layer norm and the task head are left out.
 """
+
+import os
+
+
+def available_cores():
+    """The CPUs this process may run on (its affinity mask, where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def forward_flops_per_example(config, seq_length):
