@@ -270,17 +270,22 @@ def bad_cases(root, model):
     late_nul = write_lines(os.path.join(root, "late_nul.txt"), LINES * 2 + [b"\x00\x01"])
     out = os.path.join(root, "absent", "out")
     jsonl, npy = os.path.join(out, "x.jsonl"), os.path.join(out, "x.npy")
+    # The cases run two at a time: the two that make folders make their own, so
+    # neither sees the other's temporary file (nor the rest its folders).
+    late_jsonl = os.path.join(root, "absent_late_jsonl", "out", "x.jsonl")
+    late_npy = os.path.join(root, "absent_late_npy", "out", "x.npy")
     small = ["--max_seq_length=16", "--layers=-1,-2"]
     return {
         # After some batches were written: nothing left, not even the folder made.
         "undecodable_line_after_output_began": (
-            extract_command(model, late_bad, jsonl, "--batch_size=2", "--num_cpu_replicas=2",
-                            *small), [os.path.join(root, "absent")],
+            extract_command(model, late_bad, late_jsonl, "--batch_size=2",
+                            "--num_cpu_replicas=2", *small),
+            [os.path.join(root, "absent_late_jsonl")],
             ["late_bad.txt:19: not valid utf-8"]),
         "binary_line_after_output_began_npy": (
-            extract_command(model, late_nul, npy, "--batch_size=2", "--pooling=mean",
+            extract_command(model, late_nul, late_npy, "--batch_size=2", "--pooling=mean",
                             "--max_seq_length=16"),
-            [os.path.join(root, "absent")], ["late_nul.txt:13: a NUL byte"]),
+            [os.path.join(root, "absent_late_npy")], ["late_nul.txt:13: a NUL byte"]),
         "replicas_zero": (extract_command(model, good, jsonl, "--num_cpu_replicas=0", *small),
                           [out], ["--num_cpu_replicas must be a whole number >= 1, got 0"]),
         "gpus_not_there": (extract_command(model, good, jsonl, "--use_gpu",
@@ -307,7 +312,8 @@ def test_bad_input_is_one_error_line_and_leaves_nothing(tiny_runs):
         if name not in GOOD_RUNS:
             bad_input.check_one_error_line(result, expected,
                                            preamble=r"extracting |line \d+")
-    assert not os.path.exists(os.path.join(root, "absent"))
+    for folder in ("absent", "absent_late_jsonl", "absent_late_npy"):
+        assert not os.path.exists(os.path.join(root, folder))
 
 
 # -- the real model ---------------------------------------------------------------------
