@@ -229,12 +229,49 @@ def reshape_from_matrix(output_tensor, orig_shape_list):
     return tf.reshape(output_tensor, list(orig_shape_list[0:-1]) + [width])
 
 
+# Dropout draws 16 random bits per element instead of a float32 (tf.nn.dropout):
+# half the random numbers, and no int-to-float conversion. The drop probability
+# is then a multiple of 1/65536 (0.1 becomes 6554/65536 = 0.1000061).
+_MASK_LEVELS = 1 << 16
+
+
+def dropout_threshold(dropout_prob):
+    """The 16-bit threshold below which an element is dropped, or None when
+    `dropout_prob` is too close to 0 or 1 for 16 bits."""
+    threshold = int(round(dropout_prob * _MASK_LEVELS))
+    return threshold if 0 < threshold < _MASK_LEVELS else None
+
+
+def _keep_mask(shape, size, dropout_prob):
+    """(bool keep mask of `shape`, the scale of the kept elements)."""
+    threshold = dropout_threshold(dropout_prob)
+    if threshold is None:
+        # float32 whatever the input's dtype: a bfloat16 uniform has 8 bits, so
+        # tf.nn.dropout on bfloat16 drops 0.8% at rate 1e-6.
+        return (tf1.random_uniform(shape, dtype=tf.float32) >= dropout_prob,
+                1.0 / (1.0 - dropout_prob))
+    # A stateful draw seeds the stateless full-range one, so masks change every
+    # step and follow the graph seed, like tf.nn.dropout's.
+    seed = tf1.random_uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+    words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
+                                        dtype=tf.uint32)
+    halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+    return (tf.reshape(halves >= threshold, shape),
+            float(_MASK_LEVELS) / (_MASK_LEVELS - threshold))
+
+
 def dropout(input_tensor, dropout_prob):
     """Dropout with drop probability `dropout_prob`; a no-op for None or 0 (so eval
-    and inference graphs stay lean)."""
+    and inference graphs stay lean).
+
+    Kept elements are scaled by 1 / (the mask's keep probability), so the
+    expectation is the input's exactly. Any shape and float dtype.
+    """
     if dropout_prob is None or dropout_prob == 0.0:
         return input_tensor
-    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+    keep, scale = _keep_mask(tf.shape(input_tensor), tf.size(input_tensor), dropout_prob)
+    return tf.where(keep, input_tensor * tf.cast(scale, input_tensor.dtype),
+                    tf.zeros_like(input_tensor))
 
 
 def dense(x, units, name, initializer_range=0.02, activation=None):

@@ -23,6 +23,8 @@ Variants (default: all that apply to the mode):
   no-optimizer   fp32 forward + backward only: the AdamW update's share
   unfused-adamw  fp32 with AdamW written as separate ops (a dozen variable-sized
                  temporaries per step), as before the fused in-place update
+  float-dropout  fp32 with tf.nn.dropout's masks (a float32 uniform per element),
+                 as before the 16-bit masks
 """
 
 import argparse
@@ -37,7 +39,7 @@ import benchlib  # noqa: E402
 sys.path.insert(0, benchlib.REPO)
 
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
-                  "fp32-xla", "no-optimizer", "unfused-adamw")
+                  "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite")
 
 
@@ -100,6 +102,14 @@ def unfused_adamw_update(variable, gradient, m, v, learning_rate, apply_update,
                                      None)
 
 
+def float_dropout(input_tensor, dropout_prob):
+    """modeling.dropout as it was before the 16-bit masks (measured)."""
+    import tensorflow as tf
+    if dropout_prob is None or dropout_prob == 0.0:
+        return input_tensor
+    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+
+
 def build(variant, config, features, mode):
     """(session, fetch) of one variant's step."""
     import tensorflow as tf
@@ -109,11 +119,13 @@ def build(variant, config, features, mode):
     import optimization
     tf1 = tf.compat.v1
     precision = "bf16" if variant == "bf16" else "fp32"
-    original = modeling.self_attention, optimization._fused_adamw_update
+    original = modeling.self_attention, optimization._fused_adamw_update, modeling.dropout
     if variant == "fused-qkv":
         modeling.self_attention = fused_qkv_attention_layer
     if variant == "unfused-adamw":
         optimization._fused_adamw_update = unfused_adamw_update
+    if variant == "float-dropout":
+        modeling.dropout = float_dropout
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -139,7 +151,7 @@ def build(variant, config, features, mode):
                 fetch = optimization.create_train_op(head.loss, 5e-5, 10 ** 6, 10,
                                                      precision=precision).train_op
     finally:
-        modeling.self_attention, optimization._fused_adamw_update = original
+        modeling.self_attention, optimization._fused_adamw_update, modeling.dropout = original
     session_config = tf1.ConfigProto()
     if variant == "bf16-rewrite":
         session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1

@@ -151,6 +151,46 @@ def test_hidden_act_changes_the_output():
     assert np.max(np.abs(results["gelu"] - results["gelu_exact"])) > 1e-4
 
 
+def _dropout_runs(rate, shape, seed, runs=2, dtype=tf.float32):
+    """`runs` session runs of modeling.dropout on ones, in a graph seeded `seed`."""
+    with tf.Graph().as_default():
+        tf1.set_random_seed(seed)
+        ones = tf.ones(shape, dtype)
+        dropped = modeling.dropout(ones, rate)
+        gradient = tf1.gradients(tf.reduce_sum(tf.cast(dropped, tf.float32) * 3.0), ones)[0]
+        with tf1.Session() as session:
+            return [[v.astype(np.float32) for v in session.run([dropped, gradient])]
+                    for _ in range(runs)]
+
+
+def test_dropout_16_bit_mask_drops_at_the_rate_and_keeps_the_expectation():
+    shape = [64, 4, 128, 128]  # 4.2M elements: the drop rate to about 0.0005 (3 sigma)
+    (first, first_gradient), (second, _) = _dropout_runs(0.1, shape, seed=5)
+    threshold = modeling.dropout_threshold(0.1)
+    assert threshold == 6554
+    kept_value = 65536.0 / (65536 - threshold)
+    assert set(np.unique(first)) == {0.0, np.float32(kept_value)}
+    assert abs((first == 0).mean() - threshold / 65536) < 0.0005
+    assert abs(first.mean() - 1.0) < 0.001
+    # The gradient goes through the kept elements only, scaled as they were.
+    np.testing.assert_allclose(first_gradient, 3.0 * first, rtol=1e-6)
+    # A new mask each step, and the same masks again from the same graph seed.
+    assert 0.15 < (first != second).mean() < 0.21  # 2 * 0.1 * 0.9 of the elements
+    again = _dropout_runs(0.1, shape, seed=5, runs=1)[0][0]
+    np.testing.assert_array_equal(first, again)
+    assert (first != _dropout_runs(0.1, shape, seed=6, runs=1)[0][0]).any()
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.5, 1e-6, 1 - 1e-6])
+def test_dropout_rates_in_bf16_and_outside_16_bits(rate):
+    shape = [333, 1001]  # odd sizes: the 16-bit halves of the last word are cut off
+    dropped = _dropout_runs(rate, shape, seed=1, runs=1, dtype=tf.bfloat16)[0][0]
+    assert dropped.shape == tuple(shape)
+    # (tf.nn.dropout on bfloat16 drops 0.8% at 1e-6: its uniform has 8 bits.)
+    assert abs((dropped == 0).mean() - rate) < 0.003
+    assert (modeling.dropout_threshold(rate) is None) == (rate in (1e-6, 1 - 1e-6))
+
+
 def test_config_json_round_trip(tmp_path):
     config = tiny_config(hidden_act="gelu")
     path = str(tmp_path / "bert_config.json")
