@@ -7,7 +7,8 @@ length, data, masked CRC-32C of the data). Worker processes that write
 records then need neither TensorFlow nor its start-up time, and a whole
 batch of records is encoded by numpy at once. tests/test_pretraining.py
 checks the bytes against tf.train.Example + tf.io.TFRecordWriter, and that
-tf.data reads them back; `read_first_record` reads the framing back.
+tf.data reads them back; `read_first_record` and `read_records` read the framing
+back.
 """
 
 import itertools
@@ -116,6 +117,21 @@ def read_first_record(path, open_binary=open):
     if length <= 0 or len(payload) != length:
         raise InputError("%s: not a TFRecord file (truncated or not TFRecord framing)" % path)
     return payload
+
+
+def read_records(f):
+    """Yields the payload (bytes) of each TFRecord in the binary file object `f`,
+    stopping at the end or at a record cut short (the tail of a file a killed
+    process was writing). CRCs are not checked."""
+    while True:
+        header = f.read(12)
+        if len(header) < 12:
+            return
+        length = struct.unpack("<Q", header[:8])[0]
+        payload = f.read(length)
+        if len(payload) < length or len(f.read(4)) < 4:
+            return
+        yield payload
 
 
 def _ranks(lengths):

@@ -20,6 +20,7 @@ import console
 import machine
 import modeling
 import optimization
+import tfrecord_codec
 from errors import Stopped
 
 tf1 = tf.compat.v1
@@ -315,17 +316,20 @@ def write_summaries(directory, step, values):
 
 def logged_values(output_dir, tag):
     """[(step, value)] of `tag` ("loss", "examples_per_second", ...) the training
-    log wrote to output_dir's TensorBoard events."""
-    losses = {}
+    log wrote to output_dir's TensorBoard events.
+
+    The events are read with tfrecord_codec rather than summary_iterator, whose
+    deprecated record reader prints a four-line warning in the user's run.
+    """
+    values_by_step = {}
     for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
-        try:
-            for event in tf1.train.summary_iterator(path):
+        with tf.io.gfile.GFile(path, "rb") as f:
+            for record in tfrecord_codec.read_records(f):
+                event = tf1.Event.FromString(record)
                 for value in event.summary.value:
                     if value.tag == tag:
-                        losses[int(event.step)] = float(value.simple_value)
-        except tf.errors.DataLossError:
-            pass  # the tail of an events file a killed run was writing
-    return sorted(losses.items())
+                        values_by_step[int(event.step)] = float(value.simple_value)
+    return sorted(values_by_step.items())
 
 
 def train(estimator, input_fn, max_steps, hooks=()):

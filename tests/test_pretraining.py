@@ -160,6 +160,32 @@ def test_codec_bytes_equal_tensorflows_and_read_back(tmp_path):
     assert tfrecord_codec.read_first_record(ours) == payloads[0]
 
 
+def test_logged_values_read_every_record_and_stop_at_a_cut_tail(tmp_path):
+    """training.logged_values reads TensorBoard events through
+    tfrecord_codec.read_records: every step of a tag, and a file cut inside its
+    last record (a killed run's) yields the records before it."""
+    import training
+    whole = str(tmp_path / "whole")
+    with tf.Graph().as_default():  # the v1 FileWriter the training log uses
+        for step in (1, 2, 3):
+            training.write_summaries(whole, step,
+                                     {"loss": 1.0 / step, "examples_per_second": 7.0})
+        tf.compat.v1.summary.FileWriterCache.clear()
+    assert training.logged_values(whole, "loss") == [
+        (1, pytest.approx(1.0)), (2, pytest.approx(0.5)), (3, pytest.approx(1.0 / 3))]
+    assert [step for step, _ in training.logged_values(whole, "examples_per_second")] == [1, 2, 3]
+    [events] = glob.glob(os.path.join(whole, "events.out.tfevents.*"))
+    with open(events, "rb") as f:
+        data = f.read()
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / os.path.basename(events)).write_bytes(data[:-7])
+    assert [step for step, _ in training.logged_values(str(cut), "loss")] == [1, 2]
+    with open(events, "rb") as f:
+        assert list(tfrecord_codec.read_records(f)) == [
+            r.numpy() for r in tf.data.TFRecordDataset(events)]
+
+
 def original_truncate(tokens_a, tokens_b, max_num_tokens, rng):
     """The original's loop, for comparison."""
     while len(tokens_a) + len(tokens_b) > max_num_tokens:
