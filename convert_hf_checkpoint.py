@@ -439,7 +439,7 @@ def hf_state_to_google_variables(state, bert_config, source="the weights file"):
 
 def _tensorflow():
     """Imports TensorFlow only when a checkpoint is written or read (it is slow to load)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
+    import tensorflow_env  # noqa: F401
     import tensorflow as tf
     return tf
 

@@ -10,24 +10,22 @@ replicas (--num_cpu_replicas, --use_gpu --num_gpu_cores) each takes a batch
 per step, and the output is the same as with one.
 """
 
-import os
+import tensorflow_env  # noqa: F401  (first: TensorFlow reads its settings once)
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
+import collections
+import itertools
 
-import collections  # noqa: E402
-import itertools  # noqa: E402
+import tensorflow as tf
+from absl import flags
 
-import tensorflow as tf  # noqa: E402
-from absl import flags  # noqa: E402
-
-import common_flags  # noqa: E402
-import console  # noqa: E402
-import distribution  # noqa: E402
-import feature_extraction  # noqa: E402
-import fileio  # noqa: E402
-import run_options  # noqa: E402
-import run_setup  # noqa: E402
-from errors import InputError  # noqa: E402
+import common_flags
+import console
+import distribution
+import feature_extraction
+import fileio
+import run_options
+import run_setup
+from errors import InputError
 
 tf1 = tf.compat.v1
 FLAGS = flags.FLAGS

@@ -306,7 +306,10 @@ def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
                                  initializer=tf1.ones_initializer())
     x32 = tf.cast(input_tensor, tf.float32)
     mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
-    y = (x32 - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
+    # rsqrt * gamma bracketed: written left to right, with oneDNN on, grappler's
+    # layer-norm matcher takes this graph for its own pattern and aborts the process
+    # when the input comes straight from a fed tensor (TensorFlow 2.15.1).
+    y = (x32 - mean) * (tf.math.rsqrt(variance + epsilon) * gamma) + beta
     return tf.cast(y, output_dtype)
 
 

@@ -6,22 +6,21 @@ file layouts, or `--task_name=custom` for your own TSV/CSV/JSON Lines files
 run_classifier.py works unchanged; see README.md for the new flags.
 """
 
+import tensorflow_env  # noqa: F401  (first: TensorFlow reads its settings once)
+
 import importlib
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
+from absl import flags
 
-from absl import flags  # noqa: E402
-
-import classifier  # noqa: E402
-import classifier_data  # noqa: E402
-import common_flags  # noqa: E402
-import console  # noqa: E402
-import fine_tuning  # noqa: E402
-import modeling  # noqa: E402
-import run_setup  # noqa: E402
-import text_windows  # noqa: E402
-from errors import InputError  # noqa: E402
+import classifier
+import classifier_data
+import common_flags
+import console
+import fine_tuning
+import modeling
+import run_setup
+import text_windows
+from errors import InputError
 
 FLAGS = flags.FLAGS
 

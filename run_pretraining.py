@@ -7,23 +7,21 @@ train synchronously (MultiWorkerMirroredStrategy); the chief writes
 checkpoints, summaries and eval results. See docs/pretraining.md.
 """
 
-import os
+import tensorflow_env  # noqa: F401  (first: TensorFlow reads its settings once)
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
+import tensorflow as tf
+from absl import flags
 
-import tensorflow as tf  # noqa: E402
-from absl import flags  # noqa: E402
-
-import console  # noqa: E402
-import common_flags  # noqa: E402
-import distribution  # noqa: E402
-import fileio  # noqa: E402
-import modeling  # noqa: E402
-import pretraining  # noqa: E402
-import run_options  # noqa: E402
-import run_setup  # noqa: E402
-import training  # noqa: E402
-from errors import InputError  # noqa: E402
+import console
+import common_flags
+import distribution
+import fileio
+import modeling
+import pretraining
+import run_options
+import run_setup
+import training
+from errors import InputError
 
 tf1 = tf.compat.v1
 FLAGS = flags.FLAGS

@@ -8,17 +8,17 @@ msmarco_eval.py computes it, and recall@k). Devices, precision, resume and
 export work as in run_custom_classifier.py. See docs/reranking.md.
 """
 
+import tensorflow_env  # noqa: F401  (first: TensorFlow reads its settings once)
+
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
+from absl import flags
 
-from absl import flags  # noqa: E402
-
-import common_flags  # noqa: E402
-import fine_tuning  # noqa: E402
-import modeling  # noqa: E402
-import reranking  # noqa: E402
-from errors import InputError  # noqa: E402
+import common_flags
+import fine_tuning
+import modeling
+import reranking
+from errors import InputError
 
 FLAGS = flags.FLAGS
 

@@ -14,18 +14,18 @@ precision, accumulation, resume, export) work the same; see README.md and
 seq_labeling.py.
 """
 
+import tensorflow_env  # noqa: F401  (first: TensorFlow reads its settings once)
+
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
+from absl import flags
 
-from absl import flags  # noqa: E402
-
-import common_flags  # noqa: E402
-import fine_tuning  # noqa: E402
-import run_setup  # noqa: E402
-import seq_labeling  # noqa: E402
-import seq_labeling_data  # noqa: E402
-from errors import InputError  # noqa: E402
+import common_flags
+import fine_tuning
+import run_setup
+import seq_labeling
+import seq_labeling_data
+from errors import InputError
 
 FLAGS = flags.FLAGS
 

@@ -10,19 +10,17 @@ predict file has answers it also writes eval_results.txt with the official
 exact match and F1. See squad.py and squad_data.py.
 """
 
-import os
+import tensorflow_env  # noqa: F401  (first: TensorFlow reads its settings once)
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
+from absl import flags
 
-from absl import flags  # noqa: E402
-
-import common_flags  # noqa: E402
-import console  # noqa: E402
-import fine_tuning  # noqa: E402
-import run_setup  # noqa: E402
-import squad  # noqa: E402
-import squad_data  # noqa: E402
-from errors import InputError  # noqa: E402
+import common_flags
+import console
+import fine_tuning
+import run_setup
+import squad
+import squad_data
+from errors import InputError
 
 FLAGS = flags.FLAGS
 

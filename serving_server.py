@@ -25,6 +25,8 @@ Serving's batching options of the same names. SIGINT or SIGTERM stops the
 server cleanly (requests in flight are answered, the port is released, exit 0).
 """
 
+import tensorflow_env  # noqa: F401  (first: TensorFlow reads its settings once)
+
 import asyncio
 import collections
 import concurrent.futures
@@ -34,17 +36,15 @@ import signal
 import socket
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA plugin chatter on CPU machines
+import numpy as np
+import tensorflow as tf
+from absl import flags, logging
+from aiohttp import web
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import flags, logging  # noqa: E402
-from aiohttp import web  # noqa: E402
-
-import common_flags  # noqa: E402
-import console  # noqa: E402
-import export_layout  # noqa: E402
-from errors import InputError  # noqa: E402
+import common_flags
+import console
+import export_layout
+from errors import InputError
 
 FLAGS = flags.FLAGS
 

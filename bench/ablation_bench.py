@@ -25,6 +25,10 @@ Variants (default: all that apply to the mode):
                  temporaries per step), as before the fused in-place update
   float-dropout  fp32 with tf.nn.dropout's masks (a float32 uniform per element),
                  as before the 16-bit masks
+  fused-scores   fp32 with the scale applied to the scores and a mask bias whose
+                 shape grappler can infer, so that with oneDNN on the scores'
+                 matmul, scale and mask add run as one _MklFusedBatchMatMulV2 (in
+                 inference; training's varying lengths keep them apart)
 """
 
 import argparse
@@ -39,8 +43,8 @@ import benchlib  # noqa: E402
 sys.path.insert(0, benchlib.REPO)
 
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
-                  "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout")
-INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite")
+                  "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout", "fused-scores")
+INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
 
 
 def make_parser():
@@ -110,8 +114,53 @@ def float_dropout(input_tensor, dropout_prob):
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
 
 
+def fused_scores_attend(query, key, value, mask_bias, dropout_prob):
+    """modeling._attend with the query unscaled: matmul * scale + mask is the pattern
+    oneDNN's grappler pass fuses into one kernel (a candidate, measured; fp32 only:
+    a bf16 matmul's cast to float32 breaks the pattern). Its query must come from
+    unscaled(modeling._attention_heads)."""
+    import tensorflow as tf
+
+    import modeling
+    scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(query.shape[-1]))
+    if mask_bias is not None:
+        scores += mask_bias
+    probs = modeling.dropout(tf.nn.softmax(scores), dropout_prob)
+    context = tf.matmul(tf.cast(probs, value.dtype), value)
+    return tf.transpose(context, [0, 2, 1, 3])
+
+
+def unscaled(attention_heads):
+    """modeling._attention_heads ignoring its query `scale` (fused_scores_attend
+    applies it)."""
+    def heads(*args, scale=None, **kwargs):
+        del scale
+        return attention_heads(*args, **kwargs)
+    return heads
+
+
+def reshaped_mask_bias(mask):
+    """modeling.attention_mask_bias made with a reshape: grappler's shape inference,
+    which does not trust fed shapes, then still knows the bias is [batch, 1, *, to],
+    which the fusion requires."""
+    import tensorflow as tf
+
+    import modeling
+    if mask is None:
+        return None
+    shape = modeling.get_shape_list(mask, expected_rank=[2, 3])
+    mask = tf.reshape(tf.cast(mask, tf.float32), [-1, 1] + [1] * (3 - len(shape)) + shape[1:])
+    return (1.0 - mask) * -10000.0
+
+
 def build(variant, config, features, mode):
-    """(session, fetch) of one variant's step."""
+    """(session, fetch, feed) of one variant's step.
+
+    The features are fed, shaped as the toolkit's graphs see them: inference
+    [any batch, seq] (a served SavedModel), training [batch, any length] (the
+    training pipeline's fixed batches, cut to their longest sequence), so that
+    grappler optimises what it would optimise in a real run.
+    """
     import tensorflow as tf
 
     import classifier
@@ -119,7 +168,12 @@ def build(variant, config, features, mode):
     import optimization
     tf1 = tf.compat.v1
     precision = "bf16" if variant == "bf16" else "fp32"
-    original = modeling.self_attention, optimization._fused_adamw_update, modeling.dropout
+    original = (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
+                modeling._attend, modeling._attention_heads, modeling.attention_mask_bias)
+    if variant == "fused-scores":
+        modeling._attend = fused_scores_attend
+        modeling._attention_heads = unscaled(modeling._attention_heads)
+        modeling.attention_mask_bias = reshaped_mask_bias
     if variant == "fused-qkv":
         modeling.self_attention = fused_qkv_attention_layer
     if variant == "unfused-adamw":
@@ -130,9 +184,15 @@ def build(variant, config, features, mode):
     try:
         with graph.as_default():
             tf1.set_random_seed(1)
-            inputs = {name: tf.constant(values) for name, values in features.items()}
-            inputs["label_ids"] = tf.reshape(inputs["label_ids"], [-1, 1])
             is_training = mode == "train"
+            placeholders = {
+                name: tf1.placeholder(tf.as_dtype(values.dtype),
+                                      ([len(values), None] if is_training
+                                       else [None] + list(values.shape[1:]))[:values.ndim],
+                                      name=name)
+                for name, values in features.items()}
+            feed = {placeholders[name]: values for name, values in features.items()}
+            inputs = dict(placeholders, label_ids=tf.reshape(placeholders["label_ids"], [-1, 1]))
             model = modeling.BertModel(
                 config, is_training, inputs["input_ids"], inputs["input_mask"],
                 inputs["segment_ids"], compute_dtype=modeling.get_compute_dtype(precision))
@@ -151,7 +211,8 @@ def build(variant, config, features, mode):
                 fetch = optimization.create_train_op(head.loss, 5e-5, 10 ** 6, 10,
                                                      precision=precision).train_op
     finally:
-        modeling.self_attention, optimization._fused_adamw_update, modeling.dropout = original
+        (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
+         modeling._attend, modeling._attention_heads, modeling.attention_mask_bias) = original
     session_config = tf1.ConfigProto()
     if variant == "bf16-rewrite":
         session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1
@@ -164,8 +225,8 @@ def build(variant, config, features, mode):
     with graph.as_default():
         session.run(tf1.global_variables_initializer())
     for _ in range(2):  # graph optimisation, oneDNN primitive creation
-        session.run(fetch)
-    return session, fetch
+        session.run(fetch, feed)
+    return session, fetch, feed
 
 
 def run(args):
@@ -198,10 +259,10 @@ def run(args):
     cpu = {variant: [] for variant in variants}
     loads = []
     for _ in range(args.rounds):
-        for variant, (session, fetch) in built.items():
+        for variant, (session, fetch, feed) in built.items():
             started, cpu_started = time.perf_counter(), time.process_time()
             for _ in range(args.steps_per_round):
-                session.run(fetch)
+                session.run(fetch, feed)
             wall[variant].append(args.steps_per_round * args.batch
                                  / (time.perf_counter() - started))
             cpu[variant].append(args.steps_per_round * args.batch

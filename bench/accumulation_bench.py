@@ -34,7 +34,6 @@ import benchlib  # noqa: E402
 import pretraining_data_bench  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def make_parser():

@@ -29,6 +29,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_DIR = os.path.join(REPO, "bench")
 sys.path.insert(0, REPO)
 import fileio  # noqa: E402  (no TensorFlow: fine under a peer's interpreter)
+# Environment only: TensorFlow, when a bench imports it, runs as the toolkit's
+# scripts configure it (oneDNN on); an ours worker's --onednn side overrides it.
+import tensorflow_env  # noqa: E402,F401
 PREFIX = "BENCH "
 
 # The two configs the results page reports, as bert_config.json fields.
@@ -406,11 +409,25 @@ def add_round_args(parser, steps_per_round, peer_help):
     parser.add_argument("--torch_compile", choices=["on", "off"], default="on",
                         help="on: the torch peer also runs under torch.compile (inductor); "
                              "its compile time is left out of the rounds and printed.")
+    parser.add_argument("--onednn", default="on",
+                        help="Comma-separated, one ours side each: 'on' (what the toolkit "
+                             "does: TF_ENABLE_ONEDNN_OPTS=1, oneDNN kernels and fusions on "
+                             "every x86 CPU), 'off' (Eigen kernels: TensorFlow's own default "
+                             "on CPUs without AVX-512).")
     parser.add_argument("--json", help="Also write the results here.")
     # Set by the controller when it starts a worker.
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--features", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
+
+
+def onednn_sides(value):
+    """--onednn -> [(side name suffix, environment of that ours worker)]."""
+    choices = [v.strip() for v in value.split(",") if v.strip()]
+    if not choices or set(choices) - {"on", "off"} or len(set(choices)) < len(choices):
+        raise BenchError("--onednn=%s: expected on and/or off" % value)
+    return [("" if choices == ["on"] else " oneDNN %s" % choice,
+             {"TF_ENABLE_ONEDNN_OPTS": "1" if choice == "on" else "0"}) for choice in choices]
 
 
 def bench_main(parser, run, serve_ours=None):
@@ -421,7 +438,6 @@ def bench_main(parser, run, serve_ours=None):
     """
     args = parser.parse_args()
     if serve_ours is not None and getattr(args, "worker", None) == "ours":
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         run_worker(lambda: serve_ours(args))
         return
     sys.path.insert(0, REPO)

@@ -251,6 +251,7 @@ def run(args):
             raise benchlib.BenchError("--precision=%s: expected fp32 and/or bf16 (fp16 on a "
                                       "CPU is not benchmarked: no fp16 units)" % precision)
     replica_counts = [int(r) for r in args.replicas.split(",")]
+    onednn_sides = benchlib.onednn_sides(args.onednn)
     paddings = [m.strip() for m in args.padding.split(",") if m.strip()]
     if not paddings or set(paddings) - {"longest", "full", "bucketed"}:
         raise benchlib.BenchError("--padding=%s: expected longest, full and/or bucketed"
@@ -289,19 +290,21 @@ def run(args):
         try:
             # Started one after the other (each warms up alone), then measured in
             # turns: every side sees the same background load.
-            for precision, count, padding in [(p, c, m) for p in precisions
-                                              for c in replica_counts for m in paddings]:
-                name = "ours %s%s%s%s" % (
+            for precision, count, padding, (onednn, env) in [
+                    (p, c, m, o) for p in precisions for c in replica_counts
+                    for m in paddings for o in onednn_sides]:
+                name = "ours %s%s%s%s%s" % (
                     precision, " x%d replicas" % count if count > 1 else "",
                     " xla" if args.use_xla else "",
-                    " pad %s" % padding if len(paddings) > 1 else "")
-                sub = os.path.join(workdir, "%s-%d-%s" % (precision, count, padding))
+                    " pad %s" % padding if len(paddings) > 1 else "", onednn)
+                sub = os.path.join(workdir, "%s-%d-%s%s" % (precision, count, padding,
+                                                            onednn.replace(" ", "-")))
                 os.makedirs(sub)
                 command = [sys.executable, os.path.abspath(__file__), "--worker=ours",
                            "--features=%s" % features_path, "--workdir=%s" % sub,
                            "--num_replicas=%d" % count, "--precision=%s" % precision,
                            "--padding_mode=%s" % padding]
-                workers[name] = benchlib.Worker(name, command + passthrough(args))
+                workers[name] = benchlib.Worker(name, command + passthrough(args), env)
                 replicas[name] = count
             if peer_python:
                 for name, precision, extra in benchlib.torch_peer_sides(precisions,
@@ -360,7 +363,8 @@ def profile(args, features_path, workdir, precision, count):
                "--features=%s" % features_path, "--workdir=%s" % workdir,
                "--padding_mode=%s" % args.padding.split(",")[0],
                "--num_replicas=%d" % count, "--precision=%s" % precision]
-    worker = benchlib.Worker("ours profile", command + passthrough(args))
+    worker = benchlib.Worker("ours profile", command + passthrough(args),
+                             benchlib.onednn_sides(args.onednn)[0][1])
     try:
         result = worker.request("round", steps=args.steps_per_round)
     finally:

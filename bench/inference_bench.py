@@ -121,6 +121,7 @@ def run(args):
         if len(precisions) > 1:
             raise benchlib.BenchError("--export_dir: the export has one precision; give "
                                       "it as --precision (fp32 or bf16)")
+    onednn_sides = benchlib.onednn_sides(args.onednn)
     peer_python = None
     ort = False
     if args.peer == "auto":
@@ -140,8 +141,8 @@ def run(args):
                                                 max(4 * args.batch, 128))
         features_path = os.path.join(workdir, "features.npz")
         np.savez(features_path, **features)
-        for precision in precisions:
-            sub = os.path.join(workdir, precision)
+        for precision, (onednn, env) in [(p, o) for p in precisions for o in onednn_sides]:
+            sub = os.path.join(workdir, precision + onednn.replace(" ", "-"))
             os.makedirs(sub)
             command = [sys.executable, os.path.abspath(__file__), "--worker=ours",
                        "--features=%s" % features_path, "--workdir=%s" % sub,
@@ -151,8 +152,8 @@ def run(args):
                        "--peak_size=%d" % args.peak_size]
             if args.export_dir:
                 command.append("--export_dir=%s" % args.export_dir)
-            workers["ours SavedModel %s" % precision] = benchlib.Worker(
-                "ours SavedModel %s" % precision, command)
+            name = "ours SavedModel %s%s" % (precision, onednn)
+            workers[name] = benchlib.Worker(name, command, env)
         if peer_python:
             peers = [(name, "infer", precision, extra) for name, precision, extra
                      in benchlib.torch_peer_sides(precisions, args.torch_compile)]

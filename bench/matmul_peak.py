@@ -13,11 +13,14 @@ every MFU).
 import argparse
 import json
 import os
+import sys
 import time
 
 
 def tf_peak(precision, n, repeats):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    # TensorFlow as the toolkit's scripts configure it (oneDNN on).
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import tensorflow_env  # noqa: F401
     import tensorflow as tf
     dtype = tf.bfloat16 if precision == "bf16" else tf.float32
     a = tf.cast(tf.random.uniform([n, n]), dtype)

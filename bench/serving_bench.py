@@ -30,7 +30,6 @@ import time
 import aiohttp
 import numpy as np
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the tiny model's TensorFlow start-up noise
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 

@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import tensorflow_env  # noqa: E402,F401  (TensorFlow as the entry scripts configure it)
 import pytest  # noqa: E402
 
 import assets  # noqa: E402

@@ -128,3 +128,49 @@ def test_graph_keeps_google_variable_layout():
     expected = {name + ":0": shape
                 for name, shape in modeling.bert_variable_shapes(config).items()}
     assert names == expected
+
+
+
+ONEDNN_LAYER_NORM_PROBE = r"""
+import json
+
+import numpy as np
+import tensorflow as tf
+
+import modeling
+
+tf1 = tf.compat.v1
+graph = tf.Graph()
+with graph.as_default():
+    fed = tf1.placeholder(tf.float32, [None, 8])
+    outputs = [modeling.layer_norm(fed, "straight"), modeling.layer_norm(tf.tanh(fed), "tanh")]
+    init = tf1.global_variables_initializer()
+x = np.random.RandomState(0).normal(size=(3, 8))
+with tf1.Session(graph=graph) as session:
+    session.run(init)
+    values = session.run(outputs, {fed: x})
+print(json.dumps([v.tolist() for v in values]))
+"""
+
+
+def test_layer_norm_of_a_fed_tensor_runs_with_onednn_on():
+    """With oneDNN on (the toolkit's default), TensorFlow 2.15.1's grappler aborted
+    the whole process on the left-to-right layer-norm formula applied straight to a
+    fed tensor; ours runs and still normalises."""
+    import json
+    import os
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run(
+        [sys.executable, "-c", ONEDNN_LAYER_NORM_PROBE], cwd=repo,
+        env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="3",
+                 PYTHONPATH=repo),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    straight, tanh = [np.array(v) for v in json.loads(result.stdout.strip().splitlines()[-1])]
+    x = np.random.RandomState(0).normal(size=(3, 8))
+    for out, source in ((straight, x), (tanh, np.tanh(x))):
+        expected = (source - source.mean(-1, keepdims=True)) / np.sqrt(
+            source.var(-1, keepdims=True) + 1e-12)
+        np.testing.assert_allclose(out, expected, atol=1e-5)
