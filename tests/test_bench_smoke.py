@@ -36,8 +36,9 @@ def test_finetune_bench_runs_the_estimator():
 def test_inference_bench_serves_the_export():
     out = run_bench("inference_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
                     "--precision=fp32", "--rounds=1", "--steps_per_round=2",
-                    "--warmup_steps=1", "--peak_size=128", "--peer=none")
-    assert "ours SavedModel fp32" in out
+                    "--warmup_steps=1", "--peak_size=128", "--peer=none", "--onednn=on,off")
+    assert "ours SavedModel fp32 oneDNN on" in out
+    assert "ours SavedModel fp32 oneDNN off" in out
 
 
 def test_tokenization_bench_checks_identical_features(tmp_path):
@@ -57,8 +58,9 @@ def test_tokenization_bench_checks_identical_features(tmp_path):
 def test_ablation_bench_builds_the_variants():
     out = run_bench("ablation_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
                     "--rounds=1", "--steps_per_round=1",
-                    "--variants=fp32,fused-qkv,bf16,no-optimizer,float-dropout")
+                    "--variants=fp32,fused-qkv,bf16,no-optimizer,float-dropout,fused-scores")
     assert "fused-qkv" in out and "no-optimizer" in out and "float-dropout" in out
+    assert "fused-scores" in out
 
 
 def test_text_serving_bench_compares_in_graph_with_client_tokenizing():
