@@ -4,8 +4,15 @@
   full-length padding, keep every example, and are never cut for tasks with
   other per-token features;
 - length bucketing keeps every example of a pool;
-- the graph keeps Google's variables, names and shapes.
+- the graph keeps Google's variables, names and shapes;
+- with oneDNN on (the toolkit's default) the layer norm does not trip TensorFlow
+  2.15.1's grappler into aborting the process.
 """
+
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -130,7 +137,6 @@ def test_graph_keeps_google_variable_layout():
     assert names == expected
 
 
-
 ONEDNN_LAYER_NORM_PROBE = r"""
 import json
 
@@ -157,10 +163,6 @@ def test_layer_norm_of_a_fed_tensor_runs_with_onednn_on():
     """With oneDNN on (the toolkit's default), TensorFlow 2.15.1's grappler aborted
     the whole process on the left-to-right layer-norm formula applied straight to a
     fed tensor; ours runs and still normalises."""
-    import json
-    import os
-    import subprocess
-    import sys
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run(
         [sys.executable, "-c", ONEDNN_LAYER_NORM_PROBE], cwd=repo,
