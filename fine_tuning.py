@@ -55,6 +55,9 @@ class Task(object):
     streamed_eval = True          # evaluate with Estimator.evaluate (distributed)
     predicts_eval_split = False   # also predict the eval split (report_from_predictions)
     int64_features = ()           # features kept int64 in prediction (e.g. large ids)
+    masked_token_features = ()    # per-token features besides input_ids, input_mask and
+    #                               segment_ids that are masked out past the text (e.g.
+    #                               per-token labels): cut with them to a batch's longest text
     predict_keys = None           # the predictions Estimator.predict computes (None: all)
     text_inputs = ()              # the export's raw-text signature's inputs (): none
     extra_serving_inputs = {}     # name -> shape of int32 inputs the export accepts and
@@ -211,9 +214,6 @@ def prepare(task, options, model_inputs, placement):
             "evaluation, prediction or export")
     run_setup.check_saved_labels(output_dir, task.label_list)
     run_setup.check_head_settings(output_dir, task.head_settings)
-    if options.bucket_by_length and not _trim(task, options):
-        raise InputError("--bucket_by_length: task %s has per-token features, so its "
-                         "batches keep full length; leave the flag off" % task.name)
     converted = convert_examples(task, options, model_inputs.tokenizer)
     num_train = converted["train"][2] if options.do_train else 0
     cluster = placement.cluster
@@ -281,7 +281,9 @@ def _trim(task, options):
     where the task's features allow it: padding is masked, so results are
     unchanged, and short texts stop paying for max_seq_length (see
     docs/performance.md)."""
-    return input_pipeline.trimmable_token_features(task.feature_spec(options.max_seq_length))
+    return input_pipeline.trimmable_token_features(
+        task.feature_spec(options.max_seq_length),
+        input_pipeline.TOKEN_FEATURES + tuple(task.masked_token_features))
 
 
 def train_input_fn(task, options, prepared, skip_batches=0):

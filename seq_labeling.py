@@ -110,6 +110,9 @@ class SeqLabelingTask(fine_tuning.Task):
     """
 
     summary_keys = ("entity_f1", "accuracy", "macro_f1", "eval_loss")
+    # Zero label_mask and word_ids -1 past the text: the loss, the metrics and
+    # the merged predictions never read those positions.
+    masked_token_features = ("label_ids", "label_mask", "word_ids")
 
     def __init__(self, examples, label_list, task_name, window_stride, label_lines=False):
         super().__init__(examples, label_list)

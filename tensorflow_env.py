@@ -1,4 +1,5 @@
-"""The settings TensorFlow reads from the environment once, when it is first imported.
+"""The settings TensorFlow reads from the environment once, when it is first imported,
+and the one framework warning every multi-replica run would otherwise print.
 
 Every entry script imports this module before anything that imports TensorFlow
 (`import tensorflow_env  # noqa: F401`); a value already in the environment
@@ -6,6 +7,7 @@ wins, so a user can still choose otherwise.
 """
 
 import os
+import warnings
 
 DEFAULTS = {
     # TensorFlow's C++ INFO and WARNING lines (CUDA plugin chatter on CPU machines).
@@ -19,3 +21,8 @@ DEFAULTS = {
 
 for _name, _value in DEFAULTS.items():
     os.environ.setdefault(_name, _value)
+
+# tf.data's note that Dataset.options() read in graph mode may not show the
+# options set in the graph: MirroredStrategy reads them for every input
+# pipeline it distributes, and the user can do nothing about it.
+warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data options")

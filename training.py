@@ -332,12 +332,44 @@ def logged_values(output_dir, tag):
     return sorted(values_by_step.items())
 
 
+class CheckpointSaverWithoutTextGraph(tf1.train.CheckpointSaverHook):
+    """The Estimator's checkpoint saver (same schedule, saver, .meta files and
+    TensorBoard graph) minus graph.pbtxt.
+
+    That file is a text dump of the whole training graph, written again at
+    every Estimator.train call (every evaluation segment too) and read by no
+    tool: TensorBoard takes the graph from the events file. Formatting it took
+    0.9 s of a MiniLM fine-tuning run on one CPU replica and 2.3 s on two
+    (5 and 12 MB), and grows with layers and replicas.
+    """
+
+    def after_create_session(self, session, coord):
+        # The base class writes graph.pbtxt here only if _save_graph_def is set;
+        # the first save in it then has no .meta, every later one has.
+        self._save_graph_def = False
+        try:
+            super().after_create_session(session, coord)
+        finally:
+            self._save_graph_def = True
+
+
+def checkpoint_saver_hooks(config):
+    """[CheckpointSaverWithoutTextGraph] on `config`'s schedule ([] if it saves
+    none); passed to Estimator.train, it replaces the Estimator's own saver."""
+    if not (config.save_checkpoints_steps or config.save_checkpoints_secs):
+        return []
+    return [CheckpointSaverWithoutTextGraph(config.model_dir,
+                                            save_steps=config.save_checkpoints_steps,
+                                            save_secs=config.save_checkpoints_secs)]
+
+
 def train(estimator, input_fn, max_steps, hooks=()):
     """estimator.train up to `max_steps`; on SIGTERM or SIGINT it saves the current
     step and raises errors.Stopped saying how to resume (exit code 128 + signal)."""
     stop_hook = StopOnSignalHook()
+    hooks = [stop_hook] + list(hooks) + checkpoint_saver_hooks(estimator.config)
     try:
-        estimator.train(input_fn, max_steps=max_steps, hooks=[stop_hook] + list(hooks))
+        estimator.train(input_fn, max_steps=max_steps, hooks=hooks)
     finally:
         stop_hook.restore()
     if stop_hook.received is not None:

@@ -435,8 +435,6 @@ CASES = {
         ["{case}/data/train.txt:2: label 'PER' is not a BIO/BIOES tag"]),
     "ner_stride_longer_than_a_window": Case(
         seq_labeling(window_stride="15"), ["--window_stride=15", "1 to 14"]),
-    "ner_length_buckets_with_per_token_labels": Case(
-        seq_labeling(extra=["--bucket_by_length"]), ["--bucket_by_length", "per-token"]),
     "ner_all_words_one_label": Case(
         seq_labeling({"train.txt": "the\tO\nfilm\tO\n\ngood\tO\n", "dev.txt": "a\tO\n"}),
         ["{case}/data/train.txt: every word is labelled 'O'", "at least two labels"]),

@@ -7,6 +7,7 @@ refuses another label set.
 """
 
 import csv
+import glob
 import json
 import os
 
@@ -20,6 +21,7 @@ import export_layout
 import fine_tuning
 import run_options
 import run_setup
+import tfrecord_codec
 from errors import InputError
 from tiny import write_sentiment_csv, write_tiny_model
 
@@ -56,6 +58,13 @@ def test_run_trains_evaluates_predicts_and_exports(trained):
     options, _, examples = trained
     out = options.output_dir
     assert run_setup.latest_checkpoint(out).endswith("model.ckpt-32")  # 64 x 4 / 8
+    # No graph.pbtxt (training.CheckpointSaverWithoutTextGraph); the checkpoints
+    # saved during training keep their .meta, TensorBoard its graph.
+    assert not os.path.exists(os.path.join(out, "graph.pbtxt"))
+    assert os.path.exists(os.path.join(out, "model.ckpt-32.meta"))
+    with open(glob.glob(os.path.join(out, "events.out.tfevents.*"))[0], "rb") as f:
+        assert any(tf.compat.v1.Event.FromString(record).graph_def
+                   for record in tfrecord_codec.read_records(f))
     with open(os.path.join(out, "eval_results.json")) as f:
         report = json.load(f)
     assert report["global_step"] == 32 and report["num_examples"] == 24

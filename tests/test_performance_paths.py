@@ -2,7 +2,8 @@
 
 - batches cut to their longest sequence give the same model outputs as
   full-length padding, keep every example, and are never cut for tasks with
-  other per-token features;
+  other per-token features, except token labelling's, which are cut with the
+  text and keep every labelled word;
 - length bucketing keeps every example of a pool;
 - the graph keeps Google's variables, names and shapes;
 - with oneDNN on (the toolkit's default) the layer norm does not trip TensorFlow
@@ -13,13 +14,18 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import tensorflow as tf
 
+import fine_tuning
 import input_pipeline
 import modeling
-from tiny import tiny_config
+import seq_labeling
+import seq_labeling_data
+import tokenization
+from tiny import TINY_WORDS, tiny_config, write_tiny_model
 
 tf1 = tf.compat.v1
 
@@ -55,6 +61,44 @@ def test_trimmable_token_features_refuses_per_token_labels():
     assert set(input_pipeline.trimmable_token_features(spec())) == {
         "input_ids", "input_mask", "segment_ids"}
     assert input_pipeline.trimmable_token_features(spec(label_ids=32)) == ()
+
+
+def test_token_labelling_batches_cut_the_labels_with_the_text(tmp_path):
+    """label_ids, label_mask and word_ids are cut with input_ids in training and
+    evaluation batches, and every labelled word of the records is still there."""
+    model = write_tiny_model(str(tmp_path / "model"))
+    tokenizer = tokenization.FullTokenizer(model["vocab_file"], do_lower_case=True)
+    rng = np.random.RandomState(0)
+    sentences = []
+    for index in range(24):
+        words = tuple(rng.choice(TINY_WORDS, rng.randint(2, 40)))
+        labels = tuple("B-X" if word in ("good", "great") else "O" for word in words)
+        sentences.append(seq_labeling_data.Sentence(
+            "s%d" % index, words, labels, tuple((w, t) for w, t in zip(words, labels)),
+            tuple(range(len(words)))))
+    label_list = ["O", "B-X"]
+    rows = list(seq_labeling_data.feature_rows(sentences, tokenizer, 64, 32, label_list))
+    path = str(tmp_path / "train.tf_record")
+    input_pipeline.write_tfrecord(path, rows)
+    task = seq_labeling.SeqLabelingTask({}, label_list, "ner", 32)
+    options = types.SimpleNamespace(max_seq_length=64, train_batch_size=4, eval_batch_size=4,
+                                    seed=3, bucket_by_length=False)
+    prepared = types.SimpleNamespace(records={"train": (path, len(rows)),
+                                              "eval": (path, len(rows))})
+    per_token = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask",
+                 "word_ids")
+    epoch = len(rows) // 4
+    for batches in (batches_of(fine_tuning.train_input_fn(task, options, prepared), epoch),
+                    batches_of(fine_tuning.eval_input_fn(task, options, prepared, 1))):
+        widths = [b["input_ids"].shape[1] for b in batches]
+        assert min(widths) < 64
+        for batch in batches:
+            assert {batch[name].shape[1] for name in per_token} == {batch["input_ids"].shape[1]}
+    # Evaluation reads every record once, in order: the same labelled words.
+    labelled = [np.flatnonzero(row["label_mask"]).tolist() for row in rows]
+    evaluated = [np.flatnonzero(mask).tolist() for b in batches for mask in b["label_mask"]]
+    assert evaluated[:len(rows)] == labelled
+    assert sum(map(len, labelled)) == sum(len(w) for w in (s.words for s in sentences))
 
 
 def test_trimmed_batches_keep_every_token_and_round_up_to_16(tmp_path):

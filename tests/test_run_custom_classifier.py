@@ -78,7 +78,7 @@ def test_one_and_two_cpu_replicas_train_alike_at_the_same_global_batch(tiny_task
 def test_exported_saved_model_matches_estimator_predict(tiny_task):
     model, data_dir, root = tiny_task
     output_dir = str(root / "export")
-    # Length buckets in training too: the flag is wired through run_task.
+    # Length buckets in training too: the flag is wired through fine_tuning.run.
     run_classifier(*tiny_args(model, data_dir, output_dir, "--do_train", "--do_predict",
                               "--save_for_serving", "--num_train_epochs=1",
                               "--train_batch_size=8", "--bucket_by_length"))
@@ -143,8 +143,9 @@ def test_multi_label_jsonl_trains_and_reports_micro_f1(tmp_path):
 
 @pytest.mark.slow
 def test_quickstart_pipeline_on_real_sentences_beats_chance(tmp_path):
-    """scripts/quickstart.sh itself, on 1,500 of the real sentences for one epoch."""
-    env = dict(os.environ, SKIP_SETUP="1", PYTHON=sys.executable, LIMIT="1500", EPOCHS="1",
+    """scripts/quickstart.sh itself, on 1,000 of the real sentences for one epoch
+    (25 updates: accuracy 0.795 on the 200 held out when measured)."""
+    env = dict(os.environ, SKIP_SETUP="1", PYTHON=sys.executable, LIMIT="1000", EPOCHS="1",
                RUN_DIR=str(tmp_path / "run"), MODEL_DIR=str(tmp_path / "model"))
     result = subprocess.run(["bash", "scripts/quickstart.sh"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -152,7 +153,7 @@ def test_quickstart_pipeline_on_real_sentences_beats_chance(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:]
     with open(str(tmp_path / "run" / "classifier" / "eval_results.json")) as f:
         report = json.load(f)
-    assert report["num_examples"] == 300
+    assert report["num_examples"] == 200
     assert report["accuracy"] > 0.65, report
     # The raw sentences got a prediction each, and the export is where it says.
     assert "predictions for raw sentences" in result.stdout
