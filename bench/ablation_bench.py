@@ -2,7 +2,7 @@
 
     python bench/ablation_bench.py --config=minilm --seq_length=128 --batch=32 --mode=train
 
-Builds the training step exactly as training.build_model_fn does (BertModel,
+Builds the training step exactly as model_fn_builder.build_model_fn does (BertModel,
 the classifier head, optimization.create_train_op with AdamW), or the
 inference graph (--mode=infer), once per VARIANT, each in its own session,
 then runs the variants in turns (round-robin) so background load hits all
@@ -69,7 +69,7 @@ def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, nu
     """
     import tensorflow as tf
 
-    import modeling
+    from bert_toolkit.model import modeling
     tf1 = tf.compat.v1
     width = flat_hidden.shape[-1]
     head_size = width // num_heads
@@ -100,7 +100,7 @@ def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, nu
 def unfused_adamw_update(variable, gradient, m, v, learning_rate, apply_update,
                          weight_decay_rate, beta_1, beta_2, epsilon):
     """optimization._fused_adamw_update's arithmetic as separate ops (measured)."""
-    import optimization
+    from bert_toolkit.model import optimization
     return optimization._adam_update(variable, gradient, m, v, learning_rate, apply_update,
                                      "adamw", weight_decay_rate, beta_1, beta_2, epsilon,
                                      None)
@@ -121,7 +121,7 @@ def fused_scores_attend(query, key, value, mask_bias, dropout_prob):
     unscaled(modeling._attention_heads)."""
     import tensorflow as tf
 
-    import modeling
+    from bert_toolkit.model import modeling
     scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(query.shape[-1]))
     if mask_bias is not None:
         scores += mask_bias
@@ -145,7 +145,7 @@ def reshaped_mask_bias(mask):
     which the fusion requires."""
     import tensorflow as tf
 
-    import modeling
+    from bert_toolkit.model import modeling
     if mask is None:
         return None
     shape = modeling.get_shape_list(mask, expected_rank=[2, 3])
@@ -163,9 +163,10 @@ def build(variant, config, features, mode):
     """
     import tensorflow as tf
 
-    import classifier
-    import modeling
-    import optimization
+
+    from bert_toolkit.tasks.classification import head as classifier_head
+    from bert_toolkit.model import modeling
+    from bert_toolkit.model import optimization
     tf1 = tf.compat.v1
     precision = "bf16" if variant == "bf16" else "fp32"
     original = (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
@@ -198,7 +199,7 @@ def build(variant, config, features, mode):
                 inputs["segment_ids"], compute_dtype=modeling.get_compute_dtype(precision))
             estimator_mode = tf.estimator.ModeKeys.TRAIN if is_training \
                 else tf.estimator.ModeKeys.PREDICT
-            head = classifier.make_head_fn(2, config.hidden_dropout_prob)(
+            head = classifier_head.make_head_fn(2, config.hidden_dropout_prob)(
                 model, inputs, estimator_mode)
             if not is_training:
                 fetch = head.predictions["probabilities"]
@@ -244,7 +245,7 @@ def run(args):
     import tensorflow as tf
 
     import finetune_bench
-    import modeling
+    from bert_toolkit.model import modeling
     tf.compat.v1.disable_eager_execution()
     _, fields = benchlib.load_config(args.config)
     config = modeling.BertConfig.from_dict(fields)

@@ -62,7 +62,7 @@ def free_port():
 def make_inputs(args, scratch):
     """(bert_config path, records path): the config, and records cut from the
     corpus with the MiniLM vocabulary."""
-    import assets
+    from bert_toolkit import assets
     _, fields = benchlib.load_config(args.config)
     vocab_file = os.path.join(assets.minilm_dir(), "vocab.txt")
     with open(vocab_file, encoding="utf-8") as f:
@@ -86,7 +86,7 @@ def make_inputs(args, scratch):
 
 def training_rates(output_dir):
     """Per-update examples/s the training log wrote, in step order."""
-    import training
+    from bert_toolkit.engine import training
     return [rate for _, rate in training.logged_values(output_dir, "examples_per_second")]
 
 

@@ -28,10 +28,10 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_DIR = os.path.join(REPO, "bench")
 sys.path.insert(0, REPO)
-import fileio  # noqa: E402  (no TensorFlow: fine under a peer's interpreter)
+from bert_toolkit import fileio  # noqa: E402  (no TensorFlow: fine under a peer's interpreter)
 # Environment only: TensorFlow, when a bench imports it, runs as the toolkit's
 # scripts configure it (oneDNN on); an ours worker's --onednn side overrides it.
-import tensorflow_env  # noqa: E402,F401
+from bert_toolkit import tensorflow_env  # noqa: E402,F401
 PREFIX = "BENCH "
 
 # The two configs the results page reports, as bert_config.json fields.
@@ -441,7 +441,7 @@ def bench_main(parser, run, serve_ours=None):
         run_worker(lambda: serve_ours(args))
         return
     sys.path.insert(0, REPO)
-    from errors import InputError
+    from bert_toolkit.errors import InputError
     try:
         sys.exit(run(args))
     except (BenchError, InputError) as e:

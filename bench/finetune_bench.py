@@ -3,7 +3,7 @@
     python bench/finetune_bench.py --config=minilm --seq_length=128 --batch=32 \
         --precision=bf16 --rounds=3 --steps_per_round=8
 
-OURS is what `run_custom_classifier.py` runs: `training.build_model_fn` with the
+OURS is what `run_custom_classifier.py` runs: `model_fn_builder.build_model_fn` with the
 classifier head, `optimization.create_train_op` (AdamW), the TFRecord
 input_fn of `input_pipeline`, the RunConfig of `distribution` (replicas,
 precision, XLA), inside `tf.estimator.Estimator.train`. A hook blocks between
@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
-import machine  # noqa: E402
+from bert_toolkit.model import flops  # noqa: E402
 
 
 def make_parser():
@@ -79,8 +79,8 @@ def make_features(config, seq_length, data, num_examples, seed=0):
         mask = np.ones_like(ids)
     else:
         import csv
-        import assets
-        import tokenization
+        from bert_toolkit import assets
+        from bert_toolkit.text import tokenization
         source = os.path.join(assets.corpora_dir(), "polarity-en-pang&lee2.csv")
         with open(source, encoding="utf-8-sig", newline="") as f:
             rows = [(label, text.strip()) for label, text in csv.reader(f)]
@@ -101,11 +101,15 @@ def serve_ours(args):
 
     import tensorflow as tf
 
-    import classifier
-    import distribution
-    import input_pipeline
-    import modeling
-    import training
+
+    from bert_toolkit.tasks.classification import features as classifier_features
+
+    from bert_toolkit.tasks.classification import head as classifier_head
+    from bert_toolkit.engine import distribution
+    from bert_toolkit.engine import model_fn_builder
+    from bert_toolkit.engine import training_plan
+    from bert_toolkit.engine import input_pipeline
+    from bert_toolkit.model import modeling
 
     tf1 = tf.compat.v1
     peak = measure_tf_peak(args.precision, args.peak_size)
@@ -116,11 +120,11 @@ def serve_ours(args):
     rows = ({name: values[i] for name, values in features.items()}
             for i in range(len(features["input_ids"])))
     input_pipeline.write_tfrecord(record_path, rows)
-    spec = classifier.feature_spec(args.seq_length, 2, False)
+    spec = classifier_features.feature_spec(args.seq_length, 2, False)
     per_replica_batch = args.batch // args.num_replicas
-    plan = distribution.plan_steps(10 ** 8, 10, per_replica_batch, args.num_replicas, 1)
-    model_fn = training.build_model_fn(
-        bert_config, classifier.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
+    plan = training_plan.plan_steps(10 ** 8, 10, per_replica_batch, args.num_replicas, 1)
+    model_fn = model_fn_builder.build_model_fn(
+        bert_config, classifier_head.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
         precision=args.precision, log_every_n_steps=10 ** 7)
     devices = distribution.replica_devices(False, 1, args.num_replicas)
     model_dir = os.path.join(args.workdir, "model")
@@ -236,7 +240,7 @@ def model_part(node_name):
 def measure_tf_peak(precision, n=2048, repeats=5):
     """GFLOP/s of TensorFlow's best n^3 matmul at `precision` on the CPU (all
     threads): the measurement the training log's MFU uses."""
-    import distribution
+    from bert_toolkit.engine import distribution
     return distribution.measure_matmul_peak("/cpu:0", precision, n, repeats) / 1e9
 
 
@@ -267,7 +271,7 @@ def run(args):
     peer_python = None
     if args.peer == "auto":
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
-    example_flops = machine.training_flops_per_example(config, args.seq_length)
+    example_flops = flops.training_flops_per_example(config, args.seq_length)
     print(benchlib.machine_line())
     print("fine-tuning %s, seq %d, global batch %d, data %s%s; %.2f GFLOP per example; "
           "%d rounds x %d steps after %d warm-up steps, sides alternating"

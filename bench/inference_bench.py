@@ -31,8 +31,8 @@ import benchlib  # noqa: E402
 import finetune_bench  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
-import machine  # noqa: E402
-import export_layout  # noqa: E402
+from bert_toolkit.model import flops  # noqa: E402
+from bert_toolkit.engine import export_layout  # noqa: E402
 
 
 def make_parser():
@@ -50,16 +50,17 @@ def export_random_model(config_fields, seq_length, precision, workdir):
     """Exports the classifier with random weights at `precision`; returns the version dir."""
     import tensorflow as tf
 
-    import classifier
-    import distribution
-    import export
-    import modeling
-    import training
+
+    from bert_toolkit.tasks.classification import head as classifier_head
+    from bert_toolkit.engine import model_fn_builder
+    from bert_toolkit.engine import training_plan
+    from bert_toolkit.engine import export
+    from bert_toolkit.model import modeling
     tf1 = tf.compat.v1
     bert_config = modeling.BertConfig.from_dict(config_fields)
-    plan = distribution.plan_steps(1, 0, 1, 1, 1)
-    model_fn = training.build_model_fn(
-        bert_config, classifier.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
+    plan = training_plan.plan_steps(1, 0, 1, 1, 1)
+    model_fn = model_fn_builder.build_model_fn(
+        bert_config, classifier_head.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
         inference_precision=precision)
     checkpoint = os.path.join(workdir, "random", "model.ckpt")
     with tf.Graph().as_default():
@@ -105,7 +106,7 @@ def serve_ours(args):
 
 
 def export_seq_length(export_dir):
-    import serving_client
+    from bert_toolkit.serving import client as serving_client
     _, config_file = export_layout.resolve_assets(export_dir)
     return serving_client.load_serving_config(config_file)["max_seq_length"]
 
@@ -128,7 +129,7 @@ def run(args):
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
         ort = peer_python is not None and benchlib.have_modules(
             peer_python, ("onnxruntime", "onnx"))
-    example_flops = machine.forward_flops_per_example(config, args.seq_length)
+    example_flops = flops.forward_flops_per_example(config, args.seq_length)
     print(benchlib.machine_line())
     print("inference %s, seq %d, batch %d; %.2f GFLOP per example; %d rounds x %d batches "
           "after %d warm-up batches, sides alternating"

@@ -32,7 +32,7 @@ import zipfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-import assets  # noqa: E402
+from bert_toolkit import assets  # noqa: E402
 
 ORIGINAL_REQUIREMENT = "bert-tensorflow==1.0.4"
 

@@ -31,7 +31,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import squad_eval  # noqa: E402
+from bert_toolkit.tasks.squad import evaluation as squad_eval  # noqa: E402
 
 
 def read_questions(path):
@@ -207,7 +207,7 @@ def main():
     model_dir = args.model_dir
     if model_dir is None:
         sys.path.insert(0, ROOT)
-        import assets
+        from bert_toolkit import assets
         model_dir = assets.minilm_dir()
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
     model = transformers.AutoModelForQuestionAnswering.from_pretrained(model_dir)

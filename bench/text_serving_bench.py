@@ -31,10 +31,10 @@ import benchlib  # noqa: E402
 import serving_bench  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
-import export_layout  # noqa: E402
-import serving_client  # noqa: E402
-import tokenization  # noqa: E402
-from errors import InputError  # noqa: E402
+from bert_toolkit.engine import export_layout  # noqa: E402
+from bert_toolkit.serving import client as serving_client  # noqa: E402
+from bert_toolkit.text import tokenization  # noqa: E402
+from bert_toolkit.errors import InputError  # noqa: E402
 
 
 def make_parser():

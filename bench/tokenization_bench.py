@@ -9,7 +9,7 @@ all-MiniLM-L6-v2's (bert-base-uncased's), lower-cased. `--texts=FILE` takes
 one text per line instead, `--vocab_file` another vocabulary.
 
 OURS is what run_custom_classifier.py does before writing the TFRecord:
-`classifier.feature_rows` over `tokenization.FullTokenizer`, once with
+`classifier_features.feature_rows` over `tokenization.FullTokenizer`, once with
 backend="rust" (the default where the `tokenizers` package is installed) and
 once with backend="python". The PEER is transformers' pure-Python
 `BertTokenizerLegacy`, a port of Google's original tokenization.py, with the
@@ -57,7 +57,7 @@ def make_parser():
 
 def real_texts():
     """The 4,000 polarity sentences, then the 1,500 full reviews."""
-    import assets
+    from bert_toolkit import assets
     folder = assets.corpora_dir()
     texts = []
     for name in ("polarity-en-pang&lee2.csv", "polarity-en-pang&lee1.csv"):
@@ -67,16 +67,16 @@ def real_texts():
 
 
 def serve_ours(args):
-    import classifier
-    import classifier_data
-    import tokenization
+    from bert_toolkit.tasks.classification import features as classifier_features
+    from bert_toolkit.tasks.classification import data as classifier_data
+    from bert_toolkit.text import tokenization
     with open(args.texts_json, encoding="utf-8") as f:
         texts = json.load(f)
     examples = [classifier_data.InputExample("t-%d" % i, text, label="x")
                 for i, text in enumerate(texts)]
 
     def convert(tokenizer, chosen):
-        return list(classifier.feature_rows(chosen, tokenizer, args.max_seq_length, ["x"],
+        return list(classifier_features.feature_rows(chosen, tokenizer, args.max_seq_length, ["x"],
                                             False))
 
     def fresh():
@@ -107,7 +107,7 @@ def run(args):
     if not texts:
         raise benchlib.BenchError("no texts to tokenize")
     if not args.vocab_file:
-        import assets
+        from bert_toolkit import assets
         args.vocab_file = os.path.join(assets.minilm_dir(), "vocab.txt")
     peer_python = None
     if args.peer == "auto":

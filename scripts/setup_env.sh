@@ -11,7 +11,7 @@ export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
 # checkpoint layout in DIR (kept there: later runs reuse it).
 fetch_minilm() {
     local hf_dir
-    hf_dir=$("$PY" assets.py minilm)
+    hf_dir=$("$PY" -m bert_toolkit.assets minilm)
     if [ ! -f "$1/bert_model.ckpt.index" ]; then
         echo "== converting $hf_dir to Google's checkpoint layout in $1"
         "$PY" convert_hf_checkpoint.py --hf_dir "$hf_dir" --output_dir "$1"

@@ -16,10 +16,13 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRELOAD = ["tensorflow", "classifier", "classifier_data", "common_flags", "fine_tuning",
-           "reranking", "seq_labeling", "seq_labeling_data", "pretraining",
-           "pretraining_writer", "run_setup", "serving_client", "convert_hf_checkpoint",
-           "feature_extraction"]
+PRELOAD = ["tensorflow", "bert_toolkit.cli.main", "bert_toolkit.cli.flags",
+           "bert_toolkit.engine.fine_tuning",
+           "bert_toolkit.tasks.classification.task", "bert_toolkit.tasks.seq_labeling.task",
+           "bert_toolkit.tasks.squad.task", "bert_toolkit.tasks.reranking.task",
+           "bert_toolkit.tasks.pretraining.task", "bert_toolkit.tasks.pretraining.writer",
+           "bert_toolkit.tasks.features.extraction", "bert_toolkit.serving.client",
+           "bert_toolkit.serving.server", "bert_toolkit.convert.hf_checkpoint"]
 
 Result = collections.namedtuple("Result", ["command", "returncode", "stdout", "stderr",
                                            "before", "after"])

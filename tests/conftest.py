@@ -4,10 +4,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow_env  # noqa: E402,F401  (TensorFlow as the entry scripts configure it)
 import pytest  # noqa: E402
 
-import assets  # noqa: E402
+# Importing the package sets TensorFlow's environment as the entry scripts have it.
+from bert_toolkit import assets  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -28,15 +28,10 @@ def tweet_ner_file():
 
 
 @pytest.fixture(scope="session")
-def minilm_checkpoint(minilm_dir, tmp_path_factory):
-    """The real all-MiniLM-L6-v2 converted to Google's layout (once per session):
-    dict(vocab_file, bert_config_file, init_checkpoint)."""
-    import convert_hf_checkpoint
-    out = str(tmp_path_factory.mktemp("minilm") / "converted")
-    convert_hf_checkpoint.convert(minilm_dir, out)
-    return {"vocab_file": os.path.join(out, "vocab.txt"),
-            "bert_config_file": os.path.join(out, "bert_config.json"),
-            "init_checkpoint": os.path.join(out, "bert_model.ckpt")}
+def minilm_checkpoint():
+    """The real all-MiniLM-L6-v2 in Google's layout (converted once per cache; read
+    only): dict(vocab_file, bert_config_file, init_checkpoint)."""
+    return assets.minilm_checkpoint()
 
 
 def pytest_collection_modifyitems(items):

@@ -298,7 +298,7 @@ def _write_trained_checkpoint(folder, vocab_file, step, **config_overrides):
     """output_dir of a classifier run with labels 0, 1 saved at `step` (no optimizer
     slots): BERT, the head, global_step, label_list.json."""
     import tensorflow as tf
-    import modeling
+    from bert_toolkit.model import modeling
     tf1 = tf.compat.v1
     with open(vocab_file) as f:
         vocab_size = len(f.read().split())

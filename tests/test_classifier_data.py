@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-import classifier_data as cd
-import errors
-import fileio
+from bert_toolkit.tasks.classification import data as cd
+from bert_toolkit import errors
+from bert_toolkit import fileio
 
 
 def write(directory, name, text, encoding="utf-8"):

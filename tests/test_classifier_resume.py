@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import distribution
-import run_setup
-import input_pipeline
+from bert_toolkit.engine import training_plan
+from bert_toolkit.engine import checkpoints
+from bert_toolkit.engine import input_pipeline
 import tiny
 
 tf1 = tf.compat.v1
@@ -215,16 +215,16 @@ def test_resume_position_counts_every_micro_batch(tmp_path, replicas, accumulati
     """Global micro-batches trained: optimizer steps x accumulation + the pending ones
     (the flow skips that many x replicas batches of its one input pipeline)."""
     _write_training_checkpoint(str(tmp_path), 6, counter)
-    plan = distribution.plan_training(1000, 1.0, 4, replicas, accumulation, 0.1)
-    assert run_setup.resume_position(str(tmp_path), plan) == expected
+    plan = training_plan.plan_training(1000, 1.0, 4, replicas, accumulation, 0.1)
+    assert checkpoints.resume_position(str(tmp_path), plan) == expected
 
 
 def test_resume_position_without_a_checkpoint_or_when_done(tmp_path):
-    plan = distribution.plan_training(10, 1.0, 4, 1, 1, 0.1)
-    assert run_setup.resume_position(str(tmp_path / "absent"), plan) == 0
-    assert run_setup.resume_position(str(tmp_path), plan) == 0
+    plan = training_plan.plan_training(10, 1.0, 4, 1, 1, 0.1)
+    assert checkpoints.resume_position(str(tmp_path / "absent"), plan) == 0
+    assert checkpoints.resume_position(str(tmp_path), plan) == 0
     _write_training_checkpoint(str(tmp_path), plan.num_train_steps, None)
-    assert run_setup.resume_position(str(tmp_path), plan) is None
+    assert checkpoints.resume_position(str(tmp_path), plan) is None
 
 
 def _wait_for_line(process, log_path, pattern, timeout=300):
@@ -313,7 +313,7 @@ def test_sigterm_saves_the_step_a_second_run_is_refused_and_the_rerun_resumes(tm
 
 
 def _history(output_dir):
-    import model_selection
+    from bert_toolkit.engine import model_selection
     return model_selection.read_history(output_dir)
 
 

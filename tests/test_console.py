@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-import console
+from bert_toolkit import console
 from tiny import write_sentiment_csv, write_tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-import convert_hf_checkpoint as conv
-import safe_unpickle
-from errors import InputError
+from bert_toolkit.convert import hf_checkpoint as conv
+from bert_toolkit.convert import safe_unpickle
+from bert_toolkit.errors import InputError
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -674,7 +674,7 @@ def test_script_reports_mistakes_in_one_line_exit_1(tmp_path, args, message):
 @pytest.mark.slow
 def test_minilm_matches_hugging_face(minilm_dir, tmp_path):
     import tensorflow as tf
-    import modeling
+    from bert_toolkit.model import modeling
 
     out = str(tmp_path / "minilm")
     result = conv.convert(minilm_dir, out)

@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import errors
-import optimization
-import run_setup
-import seq_labeling_data
+from bert_toolkit import errors
+from bert_toolkit.model import optimization
+from bert_toolkit.engine import checkpoints
+from bert_toolkit.tasks.seq_labeling import punctuation
+from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
 from test_serving import server_url, start_server, stop
 from tiny import TINY_WORDS, write_tiny_model
 
@@ -270,14 +271,14 @@ def test_the_init_checkpoint_recipe_needs_the_task_head(tmp_path):
         tuned = saver.save(sess, str(tmp_path / "tuned" / "model.ckpt"), global_step=7)
     shapes = dict(tf.train.list_variables(pretrained), **head)
     empty = str(tmp_path / "empty")
-    assert run_setup.checkpoint_to_use(empty, tuned, shapes, "prediction") == tuned
+    assert checkpoints.checkpoint_to_use(empty, tuned, shapes, "prediction") == tuned
     with pytest.raises(errors.InputError, match="has no trained checkpoint for prediction"):
-        run_setup.checkpoint_to_use(empty, pretrained, shapes, "prediction")
+        checkpoints.checkpoint_to_use(empty, pretrained, shapes, "prediction")
     other = dict(shapes, output_weights=[3, 32], output_bias=[3])
     with pytest.raises(errors.InputError, match=r"output_\w+ has shape \[2.*needs \[3"):
-        run_setup.checkpoint_to_use(empty, tuned, other, "prediction")
+        checkpoints.checkpoint_to_use(empty, tuned, other, "prediction")
     # A checkpoint in output_dir wins over --init_checkpoint.
-    assert run_setup.checkpoint_to_use(str(tmp_path / "tuned"), tuned, shapes, "x") is None
+    assert checkpoints.checkpoint_to_use(str(tmp_path / "tuned"), tuned, shapes, "x") is None
 
 
 def test_the_forks_qqp_command_and_its_rest_request(cfs):
@@ -322,7 +323,7 @@ def test_the_forks_punct_command(cfs):
         predicted = [line.rstrip("\n").split(" ") for line in f]
     assert [len(labels) for labels in predicted] == [len(words) for words in test_words]
     assert {label for labels in predicted for label in labels} <= set(
-        seq_labeling_data.PUNCT_LABELS)
+        punctuation.PUNCT_LABELS)
     report = read_eval_results(os.path.join(output_dir, "eval_results.txt"))
     assert report["global_step"] == int(40 / 32 * 10.0)
     assert {"eval_accuracy", "eval_precision", "eval_recall", "eval_f1score", "loss"} <= set(
@@ -334,29 +335,29 @@ def test_the_forks_punct_command(cfs):
 def test_the_forks_sequence_layout_and_tasks(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_text("EU rejects German call\tB-ORG O B-MISC O\n\nPeter Blackburn\tB-PER I-PER\n")
-    sentences = seq_labeling_data.read_split(str(path), "named_entity", "train", True)
+    sentences = seq_labeling_readers.read_split(str(path), "named_entity", "train", True)
     assert [s.words for s in sentences] == [("EU", "rejects", "German", "call"),
                                             ("Peter", "Blackburn")]
     assert sentences[1].labels == ("B-PER", "I-PER")
-    assert seq_labeling_data.task_kind("named_entity") == "ner"
-    assert seq_labeling_data.task_kind("norm") == "pos"
-    assert set(seq_labeling_data.labels_of(sentences)) <= set(
-        seq_labeling_data.FORK_DEFAULT_LABELS["named_entity"])
-    assert seq_labeling_data.is_sentence_lines("punct", "d/train.tsv")
-    assert not seq_labeling_data.is_sentence_lines("punct", "d/train.txt")
-    assert not seq_labeling_data.is_sentence_lines("ner", "d/train.tsv")  # CoNLL in .tsv
+    assert seq_labeling_readers.task_kind("named_entity") == "ner"
+    assert seq_labeling_readers.task_kind("norm") == "pos"
+    assert set(seq_labeling_readers.labels_of(sentences)) <= set(
+        seq_labeling_readers.FORK_DEFAULT_LABELS["named_entity"])
+    assert seq_labeling_readers.is_sentence_lines("punct", "d/train.tsv")
+    assert not seq_labeling_readers.is_sentence_lines("punct", "d/train.txt")
+    assert not seq_labeling_readers.is_sentence_lines("ner", "d/train.tsv")  # CoNLL in .tsv
     (tmp_path / "dev.tsv").write_text("a b\tO O\n")
-    assert seq_labeling_data.default_split_path(str(tmp_path), "NORM".lower(), "dev") == str(
+    assert seq_labeling_readers.default_split_path(str(tmp_path), "NORM".lower(), "dev") == str(
         tmp_path / "dev.tsv")
     for text, message in (("a b\tO\n", ":1: 2 words but 1 labels"),
                           ("ok\tO\na b\n", ":2: expected the words, a tab, then one label"),
                           ("\tO\n", ":1: no words before the tab")):
         path.write_text(text)
         with pytest.raises(errors.InputError, match=message):
-            seq_labeling_data.read_split(str(path), "norm", "train", True)
+            seq_labeling_readers.read_split(str(path), "norm", "train", True)
     # Test files: the words only.
     path.write_text("a b c\n")
-    (test_sentence,) = seq_labeling_data.read_split(str(path), "norm", "predict", False)
+    (test_sentence,) = seq_labeling_readers.read_split(str(path), "norm", "predict", False)
     assert test_sentence.words == ("a", "b", "c") and test_sentence.labels is None
 
 

@@ -19,9 +19,9 @@ import pytest
 import tensorflow as tf
 
 import bad_input
-import feature_extraction
-import modeling
-import tokenization
+from bert_toolkit.tasks.features import extraction as feature_extraction
+from bert_toolkit.model import modeling
+from bert_toolkit.text import tokenization
 from tiny import write_tiny_model
 
 tf1 = tf.compat.v1
@@ -296,7 +296,7 @@ def bad_cases(root, model):
                                 [out], ["--layers=-2 applies to Google's token layout"]),
         "max_seq_length_one": (extract_command(model, good, jsonl, "--max_seq_length=1",
                                                "--layers=-1"),
-                               [out], ["--max_seq_length must be a whole number >= 2"]),
+                               [out], ["--max_seq_length must be >= 2 (it holds [CLS] and [SEP]), got 1"]),
         "output_is_a_folder": (extract_command(model, good, root, *small), [root + "/absent"],
                                ["--output_file=%s is a folder, expected a file name" % root]),
         "output_cannot_be_written": (extract_command(model, good, "/proc/x/y.jsonl", *small),

@@ -15,14 +15,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import classifier
-import classifier_data
-import export_layout
-import fine_tuning
-import run_options
-import run_setup
-import tfrecord_codec
-from errors import InputError
+
+from bert_toolkit.tasks.classification import features as classifier_features
+
+from bert_toolkit.tasks.classification import head as classifier_head
+from bert_toolkit.tasks.classification import task as classifier
+from bert_toolkit.tasks.classification import data as classifier_data
+from bert_toolkit.engine import export_layout
+from bert_toolkit.engine import fine_tuning
+from bert_toolkit.engine.options import FineTuningOptions
+from bert_toolkit.engine import checkpoints
+from bert_toolkit.engine import model_files
+from bert_toolkit.engine import run_folder
+from bert_toolkit.engine import tfrecord_codec
+from bert_toolkit.errors import InputError
 from tiny import write_sentiment_csv, write_tiny_model
 
 
@@ -45,7 +51,7 @@ def trained(tmp_path_factory):
     examples = {split: _examples(str(data_dir / "train.csv"), split)
                 for split in fine_tuning.SPLITS}
     task = classifier.ClassifierTask(examples, ["0", "1"], pooling="mean")
-    options = run_options.RunOptions(
+    options = FineTuningOptions(
         output_dir=str(root / "out"), max_seq_length=16, do_train=True, do_eval=True,
         do_predict=True, save_for_serving=True, train_batch_size=8, eval_batch_size=5,
         predict_batch_size=4, learning_rate=1e-3, num_train_epochs=4.0,
@@ -57,7 +63,7 @@ def trained(tmp_path_factory):
 def test_run_trains_evaluates_predicts_and_exports(trained):
     options, _, examples = trained
     out = options.output_dir
-    assert run_setup.latest_checkpoint(out).endswith("model.ckpt-32")  # 64 x 4 / 8
+    assert checkpoints.latest_checkpoint(out).endswith("model.ckpt-32")  # 64 x 4 / 8
     # No graph.pbtxt (training.CheckpointSaverWithoutTextGraph); the checkpoints
     # saved during training keep their .meta, TensorBoard its graph.
     assert not os.path.exists(os.path.join(out, "graph.pbtxt"))
@@ -73,7 +79,7 @@ def test_run_trains_evaluates_predicts_and_exports(trained):
         rows = list(csv.reader(f, delimiter="\t"))
     assert rows[0] == ["id", "prediction", "probability[0]", "probability[1]"]
     assert len(rows) == 1 + len(examples["predict"])
-    assert run_setup.read_saved_labels(out) == ["0", "1"]
+    assert run_folder.read_saved_labels(out) == ["0", "1"]
     _, version_dir = export_layout.resolve_version_dir(os.path.join(out, "serving"))
     with open(os.path.join(version_dir, "assets.extra", "serving_config.json")) as f:
         config = json.load(f)
@@ -82,7 +88,7 @@ def test_run_trains_evaluates_predicts_and_exports(trained):
 
     # The export answers as the Estimator's predictions did.
     signature = tf.saved_model.load(version_dir).signatures["serving_default"]
-    encoded = list(classifier.feature_rows(examples["predict"], _tokenizer(options), 16,
+    encoded = list(classifier_features.feature_rows(examples["predict"], _tokenizer(options), 16,
                                            ["0", "1"], False))
     inputs = {name: tf.constant(np.stack([row[name] for row in encoded]))
               for name in export_layout.SERVING_INPUTS}
@@ -99,14 +105,14 @@ def test_run_trains_evaluates_predicts_and_exports(trained):
 
 
 def _tokenizer(options):
-    return run_setup.load_model_inputs(options).tokenizer
+    return model_files.load_model_inputs(options).tokenizer
 
 
 def test_rerun_has_nothing_to_train_and_other_labels_are_refused(trained):
     options, task, examples = trained
     fine_tuning.run(task, options.replace(do_eval=False, do_predict=False,
                                           save_for_serving=False))
-    assert run_setup.latest_checkpoint(options.output_dir).endswith("model.ckpt-32")
+    assert checkpoints.latest_checkpoint(options.output_dir).endswith("model.ckpt-32")
     other = classifier.ClassifierTask(examples, ["1", "0"])
     with pytest.raises(InputError, match="trained with labels"):
         fine_tuning.run(other, options)
@@ -114,39 +120,39 @@ def test_rerun_has_nothing_to_train_and_other_labels_are_refused(trained):
 
 def test_options_are_validated_once():
     with pytest.raises(InputError, match="--output_dir is required"):
-        run_options.RunOptions(bert_config_file="c.json")
+        FineTuningOptions(bert_config_file="c.json")
     with pytest.raises(InputError, match="--learning_rate must be a finite number"):
-        run_options.RunOptions(output_dir="o", bert_config_file="c", learning_rate=float("nan"))
+        FineTuningOptions(output_dir="o", bert_config_file="c", learning_rate=float("nan"))
     with pytest.raises(InputError, match="--num_train_epochs must be a finite number"):
-        run_options.RunOptions(output_dir="o", bert_config_file="c",
+        FineTuningOptions(output_dir="o", bert_config_file="c",
                                num_train_epochs=float("inf"))
     with pytest.raises(InputError, match="--train_batch_size must be a whole number >= 1"):
-        run_options.RunOptions(output_dir="o", bert_config_file="c", train_batch_size=0)
+        FineTuningOptions(output_dir="o", bert_config_file="c", train_batch_size=0)
 
 
 def test_an_epoch_of_sequence_labelling_counts_windows_not_sentences(tmp_path):
     """Long sentences become several windows; the step plan must count those
     records, or "1 epoch" would train on a fraction of the windows."""
-    import distribution
-    import seq_labeling
-    import seq_labeling_data
-    import tokenization
+    from bert_toolkit.engine import training_plan
+    from bert_toolkit.tasks.seq_labeling import task as seq_labeling
+    from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
+    from bert_toolkit.text import tokenization
     model = write_tiny_model(str(tmp_path / "model"))
     words = ["the", "movie", "was", "good", "and", "the", "music", "great"] * 4  # 32 words
     labels = ["O", "O", "O", "B-POS", "O", "O", "O", "B-POS"] * 4
-    sentences = [seq_labeling_data.Sentence(
+    sentences = [seq_labeling_readers.Sentence(
         "train-%d" % i, tuple(words), tuple(labels), tuple((w, t) for w, t in zip(words, labels)),
         tuple(range(1, 33))) for i in range(6)]
     task = seq_labeling.SeqLabelingTask({"train": sentences}, ["O", "B-POS"], "ner",
                                         window_stride=4)
-    options = run_options.RunOptions(output_dir=str(tmp_path / "out"), max_seq_length=16,
+    options = FineTuningOptions(output_dir=str(tmp_path / "out"), max_seq_length=16,
                                      do_train=True, train_batch_size=4, num_train_epochs=1.0,
                                      **model)
     tokenizer = tokenization.FullTokenizer(model["vocab_file"], True)
     _, rows, count = fine_tuning.convert_examples(task, options, tokenizer)["train"]
     windows_per_sentence = len(rows) // len(sentences)
     assert windows_per_sentence > 1 and count == len(rows)
-    plan = distribution.plan_training(count, 1.0, 4, 1, 1, 0.1)
+    plan = training_plan.plan_training(count, 1.0, 4, 1, 1, 0.1)
     assert plan.num_train_steps == int(len(rows) / 4)  # 1 epoch of windows
 
 
@@ -155,7 +161,7 @@ def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
     the worse its dev loss. Evaluating every 4 steps with patience 2, training
     stops at the third evaluation; the best is the first, and the final
     evaluation and the export are that checkpoint's."""
-    import model_selection
+    from bert_toolkit.engine import model_selection
     model = write_tiny_model(str(tmp_path / "model"))
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -169,7 +175,7 @@ def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
                 for split in ("train", "eval")}
     task = classifier.ClassifierTask(examples, ["0", "1"])
     out = str(tmp_path / "out")
-    options = run_options.RunOptions(
+    options = FineTuningOptions(
         output_dir=out, max_seq_length=16, do_train=True, do_eval=True,
         save_for_serving=True, train_batch_size=8, eval_batch_size=8, learning_rate=3e-3,
         num_train_epochs=8.0, eval_every_n_steps=4, best_metric="eval_loss",
@@ -181,7 +187,7 @@ def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
     assert [e["evaluations_without_improvement"] for e in history] == [0, 1, 2]
     assert [e["stop"] for e in history] == [False, False, True]
     assert history[0]["report"]["eval_loss"] < history[2]["report"]["eval_loss"]
-    assert run_setup.latest_checkpoint(out).endswith("model.ckpt-12")  # not the 64 planned
+    assert checkpoints.latest_checkpoint(out).endswith("model.ckpt-12")  # not the 64 planned
     best, record = model_selection.best_checkpoint(out)
     assert record["step"] == 4 and best.endswith(os.path.join("best", "model.ckpt-4"))
     with open(os.path.join(out, "eval_results.json")) as f:
@@ -198,11 +204,11 @@ def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
     # The same command again: early stopping is remembered, nothing trains.
     fine_tuning.run(task, options)
     assert len(model_selection.read_history(out)) == 3
-    assert run_setup.latest_checkpoint(out).endswith("model.ckpt-12")
+    assert checkpoints.latest_checkpoint(out).endswith("model.ckpt-12")
 
 
 def test_evaluation_steps_and_the_best_so_far():
-    import model_selection
+    from bert_toolkit.engine import model_selection
     assert model_selection.evaluation_steps(10, 4) == [4, 8, 10]
     assert model_selection.evaluation_steps(8, 4) == [4, 8]
     assert model_selection.evaluation_steps(3, 4) == [3]
@@ -223,20 +229,20 @@ def test_evaluation_steps_and_the_best_so_far():
 
 
 def test_class_weights_balanced_and_explicit():
-    weights = classifier.class_weights("balanced", ["a"] * 9 + ["b"], ["a", "b"])
+    weights = classifier_head.class_weights("balanced", ["a"] * 9 + ["b"], ["a", "b"])
     assert weights == pytest.approx([10 / 18.0, 10 / 2.0])  # n / (labels x count)
-    assert classifier.class_weights("1,2.5", [], ["a", "b"]) == [1.0, 2.5]
+    assert classifier_head.class_weights("1,2.5", [], ["a", "b"]) == [1.0, 2.5]
     for spec in ("1", "1,2,3", "1,-2", "1,nan", "x,y"):
         with pytest.raises(InputError, match="--class_weights=" + spec.replace("+", r"\+")):
-            classifier.class_weights(spec, [], ["a", "b"])
+            classifier_head.class_weights(spec, [], ["a", "b"])
     with pytest.raises(InputError, match="'c' have no training example"):
-        classifier.class_weights("balanced", ["a", "b"], ["a", "b", "c"])
+        classifier_head.class_weights("balanced", ["a", "b"], ["a", "b", "c"])
 
 
 def test_weighted_training_loss_is_the_mean_of_weight_times_cross_entropy():
     """The head's loss on a hand-made batch: logits from a known pooled vector."""
     weights = [0.25, 4.0]
-    head_fn = classifier.make_head_fn(2, 0.0, pooling="mean", label_weights=weights)
+    head_fn = classifier_head.make_head_fn(2, 0.0, pooling="mean", label_weights=weights)
     graph = tf.Graph()
     with graph.as_default():
         class Model:  # what the head reads of BertModel: the token states
@@ -259,11 +265,13 @@ def test_weighted_training_loss_is_the_mean_of_weight_times_cross_entropy():
 
 
 def test_window_spans_and_aggregation():
-    import text_windows
-    assert text_windows.window_spans(5, 8, 4) == [(0, 5)]
-    assert text_windows.window_spans(10, 6, 3) == [(0, 6), (3, 9), (6, 10)]
-    assert text_windows.window_spans(12, 6, 6) == [(0, 6), (6, 12)]
-    spans = text_windows.window_spans(101, 14, 5)
+    from bert_toolkit.text import windows as text_windows
+    assert text_windows.token_windows(5, 8, 4) == [(0, 5)]
+    assert text_windows.token_windows(10, 6, 3) == [(0, 6), (3, 9), (6, 10)]
+    assert text_windows.token_windows(12, 6, 6) == [(0, 6), (6, 12)]
+    # A stride longer than a window leaves no gap (Google's rule).
+    assert text_windows.token_windows(12, 4, 6) == [(0, 4), (4, 8), (8, 12)]
+    spans = text_windows.token_windows(101, 14, 5)
     covered = set(i for start, end in spans for i in range(start, end))
     assert covered == set(range(101)) and spans[-1][1] == 101
     probabilities = [[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.5, 0.5]]
@@ -278,7 +286,7 @@ def test_long_texts_as_windows_train_evaluate_and_serve_per_document(tmp_path):
     evaluation and prediction count documents, and serving_client's windows and
     mean aggregation over the export give the Estimator's per-document answer."""
     import random
-    import serving_client
+    from bert_toolkit.serving import client as serving_client
     import tiny
     model = write_tiny_model(str(tmp_path / "model"))
     rng = random.Random(3)
@@ -297,7 +305,7 @@ def test_long_texts_as_windows_train_evaluate_and_serve_per_document(tmp_path):
     examples = {split: _examples(str(data_dir / "train.csv"), split)
                 for split in fine_tuning.SPLITS}
     task = classifier.ClassifierTask(examples, ["0", "1"], long_text="windows", doc_stride=7)
-    options = run_options.RunOptions(
+    options = FineTuningOptions(
         output_dir=str(tmp_path / "out"), max_seq_length=16, do_train=True, do_eval=True,
         do_predict=True, save_for_serving=True, train_batch_size=8, eval_batch_size=8,
         predict_batch_size=8, learning_rate=3e-3, num_train_epochs=2.0, **model)
@@ -307,7 +315,7 @@ def test_long_texts_as_windows_train_evaluate_and_serve_per_document(tmp_path):
     fine_tuning.run(task, options)
     out = options.output_dir
     steps = int(num_windows / 8 * 2)  # Google's arithmetic, over windows
-    assert run_setup.latest_checkpoint(out).endswith("model.ckpt-%d" % steps)
+    assert checkpoints.latest_checkpoint(out).endswith("model.ckpt-%d" % steps)
     with open(os.path.join(out, "eval_results.json")) as f:
         assert json.load(f)["num_examples"] == 12  # documents, not windows
     assert len(np.loadtxt(os.path.join(out, "test_results.tsv"), ndmin=2)) == 6
@@ -334,18 +342,18 @@ def test_long_texts_as_windows_train_evaluate_and_serve_per_document(tmp_path):
 def test_sequence_labelling_evaluates_during_training_by_entity_f1(tmp_path):
     """Token labelling's report comes from written predictions (entity scores):
     evaluation during training records entity_f1 and keeps a best checkpoint."""
-    import model_selection
-    import seq_labeling
-    import seq_labeling_data
+    from bert_toolkit.engine import model_selection
+    from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
+    from bert_toolkit.tasks.seq_labeling import task as seq_labeling
     model = write_tiny_model(str(tmp_path / "model"))
     words = ("the", "movie", "was", "good", "and", "the", "music", "great")
     labels = ("O", "O", "O", "B-POS", "O", "O", "O", "B-POS")
-    sentences = [seq_labeling_data.Sentence("s-%d" % i, words, labels,
+    sentences = [seq_labeling_readers.Sentence("s-%d" % i, words, labels,
                                             tuple(zip(words, labels)), tuple(range(1, 9)))
                  for i in range(16)]
     task = seq_labeling.SeqLabelingTask({"train": sentences, "eval": sentences[:4]},
                                         ["O", "B-POS"], "ner", window_stride=8)
-    options = run_options.RunOptions(
+    options = FineTuningOptions(
         output_dir=str(tmp_path / "out"), max_seq_length=16, do_train=True, do_eval=True,
         train_batch_size=4, eval_batch_size=4, learning_rate=3e-3, num_train_epochs=2.0,
         eval_every_epoch=True, plot=False, **model)

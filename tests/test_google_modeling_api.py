@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import modeling
+from bert_toolkit.model import modeling
 from tiny import tiny_config
 
 tf1 = tf.compat.v1

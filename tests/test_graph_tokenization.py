@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import errors
-import graph_tokenization
-import tokenization
+from bert_toolkit import errors
+from bert_toolkit.text import graph_tokenization
+from bert_toolkit.text import tokenization
 from test_tokenization import FIXTURE, TINY_TOKENS, digest, write_vocab
 
 CASES = {"uncased": True, "cased": False}

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import modeling
-from errors import InputError
+from bert_toolkit.model import modeling
+from bert_toolkit.errors import InputError
 from tiny import tiny_config
 
 tf1 = tf.compat.v1

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import modeling
-import optimization
+from bert_toolkit.model import modeling
+from bert_toolkit.model import optimization
 from tiny import cpu_session, cpu_strategy, tiny_config
 
 tf1 = tf.compat.v1

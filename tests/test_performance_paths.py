@@ -19,12 +19,13 @@ import types
 import numpy as np
 import tensorflow as tf
 
-import fine_tuning
-import input_pipeline
-import modeling
-import seq_labeling
-import seq_labeling_data
-import tokenization
+from bert_toolkit.engine import fine_tuning
+from bert_toolkit.engine import input_pipeline
+from bert_toolkit.model import modeling
+from bert_toolkit.tasks.seq_labeling import task as seq_labeling
+from bert_toolkit.tasks.seq_labeling import features as seq_labeling_features
+from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
+from bert_toolkit.text import tokenization
 from tiny import TINY_WORDS, tiny_config, write_tiny_model
 
 tf1 = tf.compat.v1
@@ -73,11 +74,11 @@ def test_token_labelling_batches_cut_the_labels_with_the_text(tmp_path):
     for index in range(24):
         words = tuple(rng.choice(TINY_WORDS, rng.randint(2, 40)))
         labels = tuple("B-X" if word in ("good", "great") else "O" for word in words)
-        sentences.append(seq_labeling_data.Sentence(
+        sentences.append(seq_labeling_readers.Sentence(
             "s%d" % index, words, labels, tuple((w, t) for w, t in zip(words, labels)),
             tuple(range(len(words)))))
     label_list = ["O", "B-X"]
-    rows = list(seq_labeling_data.feature_rows(sentences, tokenizer, 64, 32, label_list))
+    rows = list(seq_labeling_features.feature_rows(sentences, tokenizer, 64, 32, label_list))
     path = str(tmp_path / "train.tf_record")
     input_pipeline.write_tfrecord(path, rows)
     task = seq_labeling.SeqLabelingTask({}, label_list, "ner", 32)
@@ -187,7 +188,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
-import modeling
+from bert_toolkit.model import modeling
 
 tf1 = tf.compat.v1
 graph = tf.Graph()

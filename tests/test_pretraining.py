@@ -20,15 +20,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import distribution
-import modeling
-import pretraining
-import pretraining_data
-import pretraining_writer
-import tfrecord_codec
-import tokenization
+from bert_toolkit.engine import multi_worker
+from bert_toolkit.model import modeling
+from bert_toolkit.tasks.pretraining import task as pretraining
+from bert_toolkit.tasks.pretraining import data as pretraining_data
+from bert_toolkit.tasks.pretraining.options import PretrainingDataConfig
+from bert_toolkit.tasks.pretraining import writer as pretraining_writer
+from bert_toolkit.engine import tfrecord_codec
+from bert_toolkit.text import tokenization
 from bench.pretraining_data_bench import write_review_documents
-from errors import InputError
+from bert_toolkit.errors import InputError
 from tiny import TINY_WORDS, free_port, tiny_config, write_tiny_model
 
 tf1 = tf.compat.v1
@@ -164,7 +165,7 @@ def test_logged_values_read_every_record_and_stop_at_a_cut_tail(tmp_path):
     """training.logged_values reads TensorBoard events through
     tfrecord_codec.read_records: every step of a tag, and a file cut inside its
     last record (a killed run's) yields the records before it."""
-    import training
+    from bert_toolkit.engine import training
     whole = str(tmp_path / "whole")
     with tf.Graph().as_default():  # the v1 FileWriter the training log uses
         for step in (1, 2, 3):
@@ -271,8 +272,9 @@ def test_masking_picks_distinct_non_special_positions_and_whole_words():
 
 def test_sentences_tokenized_per_document_equal_sentence_by_sentence(tiny_corpus):
     model, text_path, _ = tiny_corpus
-    worker = pretraining_data.ShardWorker(pretraining_data.PretrainingDataConfig(
-        model["vocab_file"], True, False, 32, 5, 1, 1, 0.15, 0.1))
+    worker = pretraining_data.ShardWorker(PretrainingDataConfig(
+        vocab_file=model["vocab_file"], max_seq_length=32, max_predictions_per_seq=5,
+        random_seed=1, dupe_factor=1))
     documents = list(pretraining_writer.read_documents([text_path]))
     documents[3] = documents[3] + ["a | b", "good . but"]  # a separator in the text
     tokenizer = tokenization.FullTokenizer(model["vocab_file"], True)
@@ -530,7 +532,7 @@ def test_run_pretraining_bad_inputs(tiny_records, tmp_path):
 
 
 def test_tf_config_parsing():
-    parse = distribution.parse_tf_config
+    parse = multi_worker.parse_tf_config
     assert parse(None) is None and parse("") is None and parse('{"cluster": {}}') is None
     chief = parse('{"cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]}, '
                   '"task": {"type": "worker", "index": 1}}')

@@ -19,9 +19,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import reranking
-import tokenization
-from errors import InputError
+
+from bert_toolkit.tasks.reranking import data
+
+from bert_toolkit.tasks.reranking import ranking
+from bert_toolkit.tasks.reranking import task as reranking
+from bert_toolkit.text import tokenization
+from bert_toolkit.errors import InputError
 from tiny import TINY_WORDS, write_tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,7 +39,7 @@ def ranked(candidates, scores):
     """[(qid, [pid, ...] best first)] from {qid: [pid, ...]} and {(qid, pid): score}."""
     result = []
     for qid, pids in candidates.items():
-        order = reranking.rank(pids, [scores[qid, pid] for pid in pids])
+        order = ranking.rank(pids, [scores[qid, pid] for pid in pids])
         result.append((qid, [pids[i] for i in order]))
     return result
 
@@ -50,12 +54,12 @@ def test_perfect_scores_give_mrr_1_and_reversed_ones_the_hand_computed_value():
     qrels = {qid: QRELS[qid] for qid in (1, 2, 3)}
     perfect = {(qid, pid): float(pid in qrels[qid]) for qid in qrels
                for pid in CANDIDATES[qid]}
-    report = reranking.evaluate_ranked(ranked({q: CANDIDATES[q] for q in qrels}, perfect),
+    report = ranking.evaluate_ranked(ranked({q: CANDIDATES[q] for q in qrels}, perfect),
                                        qrels)
     assert report["mrr@10"] == 1.0 and report["recall@10"] == 1.0
 
     reversed_scores = {key: -value for key, value in perfect.items()}
-    report = reranking.evaluate_ranked(
+    report = ranking.evaluate_ranked(
         ranked({q: CANDIDATES[q] for q in qrels}, reversed_scores), qrels)
     # Relevant passages last, the others tied at 0 in file order:
     # q1 [10 12 13 14 11] -> rank 5; q2: 10 irrelevant first -> ranks 11, 12, beyond
@@ -69,22 +73,22 @@ def test_perfect_scores_give_mrr_1_and_reversed_ones_the_hand_computed_value():
 def test_denominator_is_the_judged_queries_of_the_qrels_as_msmarco_eval():
     scores = {(qid, pid): float(pid in QRELS[qid]) for qid in CANDIDATES
               for pid in CANDIDATES[qid]}
-    report = reranking.evaluate_ranked(ranked(CANDIDATES, scores), QRELS)
+    report = ranking.evaluate_ranked(ranked(CANDIDATES, scores), QRELS)
     # q1, q2, q3 perfect; q4 judged but missing from the run counts 0; q5 has
     # no relevant passage, so it is not a query that can be scored.
     assert report["mrr@10"] == pytest.approx(3 / 4)
     assert (report["queries_ranked"], report["queries_judged"],
             report["queries_ranked_and_judged"]) == (4, 4, 3)
     with pytest.raises(ValueError):
-        reranking.evaluate_ranked([(7, [1, 2])], QRELS)
+        ranking.evaluate_ranked([(7, [1, 2])], QRELS)
 
 
 def test_ties_keep_the_candidate_file_order():
-    assert reranking.rank([5, 3, 9, 1], [0.5, 0.9, 0.5, 0.5]) == [1, 0, 2, 3]
-    lines = reranking.run_lines(8, [5, 3, 9, 1], [0.5, 0.9, 0.5, 0.5], [0.0, 2.0, 0.0, 0.0])
+    assert ranking.rank([5, 3, 9, 1], [0.5, 0.9, 0.5, 0.5]) == [1, 0, 2, 3]
+    lines = ranking.run_lines(8, [5, 3, 9, 1], [0.5, 0.9, 0.5, 0.5], [0.0, 2.0, 0.0, 0.0])
     assert lines == ["8\t3\t1\t0.9", "8\t5\t2\t0.5", "8\t9\t3\t0.5", "8\t1\t4\t0.5"]
     # The ranking key is the margin (it does not saturate as P(relevant) does).
-    lines = reranking.run_lines(8, [5, 3], [1.0, 1.0], [20.0, 25.0])
+    lines = ranking.run_lines(8, [5, 3], [1.0, 1.0], [20.0, 25.0])
     assert [line.split("\t")[1] for line in lines] == ["3", "5"]
 
 
@@ -93,16 +97,16 @@ def test_run_file_streams_query_by_query_and_reads_back(tmp_path):
                     "margin": s} for q, p, s in
                    [(3, 30, 0.1), (3, 31, 0.7), (1, 10, 0.2), (1, 11, 0.2), (1, 12, 0.9)]]
     path = str(tmp_path / "run.tsv")
-    lines = list(reranking.run_file_lines(iter(predictions)))
+    lines = list(ranking.run_file_lines(iter(predictions)))
     assert len(lines) == 5
     with open(path, "w") as f:
         f.write("".join(line + "\n" for line in lines))
     with open(path) as f:
         assert f.read().split("\n")[:3] == ["3\t31\t1\t0.7", "3\t30\t2\t0.1",
                                             "1\t12\t1\t0.9"]
-    assert list(reranking.read_run(path)) == [(3, [31, 30]), (1, [12, 10, 11])]
+    assert list(data.read_run(path)) == [(3, [31, 30]), (1, [12, 10, 11])]
     with pytest.raises(ValueError):
-        list(reranking.group_by_query(predictions + predictions[:1]))
+        list(ranking.group_by_query(predictions + predictions[:1]))
 
 
 def test_pair_lengths_cut_the_passage_first():
@@ -162,12 +166,12 @@ def write_lines(path, lines):
 def test_readers_name_file_and_line(tmp_path):
     bad = write_lines(tmp_path / "c.tsv", ["1\t10\tq\tp", "2\t20\tq\tp", "1\t11\tq\tp"])
     with pytest.raises(InputError, match=r"c.tsv:3: qid 1 appears again"):
-        list(reranking.read_candidates(bad))
+        list(data.read_candidates(bad))
     bad = write_lines(tmp_path / "d.tsv", ["1\t10\tq\tp", "1\t10\tq\tp"])
     with pytest.raises(InputError, match=r"d.tsv:2: pid 10 is listed twice"):
-        list(reranking.read_candidates(bad))
+        list(data.read_candidates(bad))
     qrels = write_lines(tmp_path / "qrels", ["1 0 10 1", "1\t0\t11\t0", "2 0 20 2"])
-    assert reranking.read_qrels(qrels) == {1: frozenset([10]), 2: frozenset([20])}
+    assert data.read_qrels(qrels) == {1: frozenset([10]), 2: frozenset([20])}
 
 
 def run_reranking(*args):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tokenization
+from bert_toolkit.text import tokenization
 from tiny import free_port, write_sentiment_csv, write_tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

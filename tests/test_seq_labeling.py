@@ -2,7 +2,7 @@
 end to end (subprocesses, as a user runs it) on tiny models and on the real
 all-MiniLM-L6-v2 with the real tweet NER corpus."""
 
-import export_layout
+from bert_toolkit.engine import export_layout
 import itertools
 import json
 import os
@@ -14,9 +14,19 @@ import sys
 import numpy as np
 import pytest
 
-import seq_labeling_data
-import serving_client
-from errors import InputError
+
+from bert_toolkit.tasks.seq_labeling import conlleval
+
+from bert_toolkit.tasks.seq_labeling import features as seq_labeling_features
+
+from bert_toolkit.tasks.seq_labeling import outputs as seq_labeling_outputs
+
+from bert_toolkit.tasks.seq_labeling import punctuation
+
+from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
+from bert_toolkit.text import windows as text_windows
+from bert_toolkit.serving import client as serving_client
+from bert_toolkit.errors import InputError
 from tiny import TINY_WORDS, write_tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,7 +70,7 @@ def model_args(model, data_dir, output_dir, *extra):
     (["O", "O"], []),
 ])
 def test_entity_spans_follow_conlleval(labels, spans):
-    assert seq_labeling_data.entity_spans(labels) == spans
+    assert conlleval.entity_spans(labels) == spans
 
 
 def test_entity_scores_of_a_hand_counted_document():
@@ -68,12 +78,12 @@ def test_entity_scores_of_a_hand_counted_document():
             ["B-MISC", "I-MISC", "I-MISC"], ["S-LOC", "O"]]
     predicted = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "I-ORG", "O"],
                  ["B-MISC", "I-LOC", "I-LOC"], ["B-LOC", "O"]]
-    counts = seq_labeling_data.entity_counts(gold, predicted)
+    counts = conlleval.entity_counts(gold, predicted)
     # [correct, true, predicted]: PER and the I-started ORG match exactly; MISC
     # loses its end to a type change; B-LOC alone is the same span as S-LOC.
     assert counts == {"PER": [1, 1, 1], "LOC": [1, 2, 2], "ORG": [1, 1, 2],
                       "MISC": [0, 1, 1]}
-    report = seq_labeling_data.entity_report(counts, ["PER", "LOC", "ORG", "MISC", "DATE"])
+    report = conlleval.entity_report(counts, ["PER", "LOC", "ORG", "MISC", "DATE"])
     assert report["entity_precision"] == pytest.approx(3 / 6)
     assert report["entity_recall"] == pytest.approx(3 / 5)
     assert report["entity_f1"] == pytest.approx(2 * 0.5 * 0.6 / 1.1)
@@ -108,8 +118,8 @@ def _conlleval_counts(gold_sentences, predicted_sentences):
     stream = itertools.chain.from_iterable(
         list(zip(g, p)) + [("O", "O")] for g, p in zip(gold_sentences, predicted_sentences))
     for gold_label, predicted_label in stream:
-        gold = seq_labeling_data.split_tag(gold_label)
-        predicted = seq_labeling_data.split_tag(predicted_label)
+        gold = conlleval.split_tag(gold_label)
+        predicted = conlleval.split_tag(predicted_label)
         if in_correct:
             gold_ends = end(last_gold[0], gold[0], last_gold[1], gold[1])
             predicted_ends = end(last_predicted[0], predicted[0], last_predicted[1],
@@ -140,7 +150,7 @@ def test_span_matching_equals_conllevals_counting_loop(prefixes):
         # Mostly right, as a model's answers are, so that matches happen.
         predicted = [[label if rng.random() < 0.7 else rng.choice(tags) for label in s]
                      for s in gold]
-        counts = seq_labeling_data.entity_counts(gold, predicted)
+        counts = conlleval.entity_counts(gold, predicted)
         totals = tuple(sum(c[i] for c in counts.values()) for i in range(3))
         assert totals == _conlleval_counts(gold, predicted), (gold, predicted)
 
@@ -153,8 +163,8 @@ def test_windows_cover_every_word_and_score_each_once():
         budget = rng.randint(1, 12)
         stride = rng.randint(1, budget)
         counts = [rng.randint(1, budget) for _ in range(rng.randint(0, 30))]
-        windows = seq_labeling_data.plan_windows(counts, budget, stride)
-        owner = seq_labeling_data.scoring_windows(counts, windows)
+        windows = text_windows.word_windows(counts, budget, stride)
+        owner = text_windows.scoring_word_windows(counts, windows)
         covered = set()
         for index, (first, end) in enumerate(windows):
             assert first < end and sum(counts[first:end]) <= budget
@@ -173,27 +183,27 @@ def test_windows_cover_every_word_and_score_each_once():
 def test_each_word_is_scored_where_it_has_most_context():
     # Ten one-piece words, windows of 6 starting 3 apart: [0, 6), [3, 9), [6, 10).
     counts = [1] * 10
-    windows = seq_labeling_data.plan_windows(counts, 6, 3)
+    windows = text_windows.word_windows(counts, 6, 3)
     assert windows == [(0, 6), (3, 9), (6, 10)]
     # Context is the smaller side; a side reaching the sentence edge is complete.
     # Word 4: 1 word after it in window 0, 1 before it in window 1: a tie the
     # earlier window wins. Word 5: 0 after in window 0, min(2, 3) in window 1.
     # Word 7: min(4, 1) in window 1, 1 before and the sentence end in window 2:
     # a tie again. Word 8: 0 after in window 1, 2 before (and the end) in window 2.
-    assert seq_labeling_data.scoring_windows(counts, windows) == [0, 0, 0, 0, 0, 1, 1, 1, 2, 2]
+    assert text_windows.scoring_word_windows(counts, windows) == [0, 0, 0, 0, 0, 1, 1, 1, 2, 2]
 
 
 def test_window_features_put_labels_on_first_sub_tokens():
     # 7 sub-tokens; windows of 4 (max_seq_length 6), one sub-token apart (stride 1).
     pieces = [[11], [12, 13, 14], [15], [16, 17]]
-    rows = list(seq_labeling_data.encode_sentences([pieces], 6, 1, 2, 3, [[0, 1, 2, 3]]))
+    rows = list(seq_labeling_features.encode_sentences([pieces], 6, 1, 2, 3, [[0, 1, 2, 3]]))
     assert [list(r["input_ids"]) for r in rows] == [[2, 11, 12, 13, 14, 3],
                                                     [2, 12, 13, 14, 15, 3],
                                                     [2, 15, 16, 17, 3, 0]]
     assert [list(r["label_mask"]) for r in rows] == [[0, 1, 1, 0, 0, 0], [0, 1, 0, 0, 1, 0],
                                                      [0, 1, 1, 0, 0, 0]]
     assert list(rows[0]["label_ids"][:3]) == [0, 0, 1]
-    merged = seq_labeling_data.merge_windows(
+    merged = seq_labeling_features.merge_windows(
         [dict(r, label_ids=r["word_ids"] + 100) for r in rows], [4])
     assert list(merged) == [[100, 101, 102, 103]]
 
@@ -204,27 +214,27 @@ def test_conll_reader_skips_docstart_and_reads_spaces_and_token_only_files(tmp_p
     path = tmp_path / "train.txt"
     path.write_bytes(b"\xef\xbb\xbf-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n  \n"
                      b"Peter NNP B-PER\r\n")
-    sentences = seq_labeling_data.read_conll(str(path), "train", labelled=True)
+    sentences = seq_labeling_readers.read_conll(str(path), "train", labelled=True)
     assert [s.words for s in sentences] == [("EU", "rejects"), ("Peter",)]
     assert [s.labels for s in sentences] == [("B-ORG", "O"), ("B-PER",)]
     assert sentences[0].columns[0] == ("EU", "NNP", "B-ORG") and sentences[0].delimiter == " "
     assert sentences[1].line_numbers == (6,)
     test = tmp_path / "test.txt"
     test.write_text("New\nYork\n\n-DOCSTART-\nbig\n")
-    sentences = seq_labeling_data.read_conll(str(test), "predict", labelled=False)
+    sentences = seq_labeling_readers.read_conll(str(test), "predict", labelled=False)
     assert [s.words for s in sentences] == [("New", "York"), ("big",)]
     assert sentences[0].labels is None and sentences[0].columns == (("New",), ("York",))
 
 
 def test_punctuation_labels_and_restored_text():
-    words, labels = seq_labeling_data.punctuation_labels(
+    words, labels = punctuation.punctuation_labels(
         'Well, "is it?" he said... (Really) don\'t stop : 3.5 ; done !')
     assert words == ("Well", "is", "it", "he", "said", "Really", "don't", "stop", "3.5",
                      "done")
     assert labels == ("COMMA", "O", "QUESTION", "O", "PERIOD", "O", "O", "COMMA", "PERIOD",
                       "PERIOD")
-    assert seq_labeling_data.restore_text(words[:3], labels[:3]) == "Well, is it?"
-    assert seq_labeling_data.punctuation_labels(" , .. ") == ((), ())
+    assert punctuation.restore_text(words[:3], labels[:3]) == "Well, is it?"
+    assert punctuation.punctuation_labels(" , .. ") == ((), ())
 
 
 # -- end to end on tiny models ---------------------------------------------------------
@@ -289,10 +299,10 @@ def test_long_sentences_get_a_label_for_every_word_in_eval_predict_and_export(
     assert report["num_words"] == sum(map(len, gold))
     assert report["accuracy"] == pytest.approx(
         np.mean([g == p for gs, ps in zip(gold, predicted) for g, p in zip(gs, ps)]))
-    counts = seq_labeling_data.entity_counts(gold, predicted)
+    counts = conlleval.entity_counts(gold, predicted)
     assert report["entity_f1"] == pytest.approx(
-        seq_labeling_data.entity_report(counts)["entity_f1"])
-    assert report["entity_f1"] == pytest.approx(seq_labeling_data.score_predictions_file(
+        conlleval.entity_report(counts)["entity_f1"])
+    assert report["entity_f1"] == pytest.approx(seq_labeling_outputs.score_predictions_file(
         os.path.join(output_dir, "test_results.txt"))["entity_f1"])
     assert report["entity_f1"] > 0.3  # it learned, so the comparison means something
     assert set(report) >= {"entity_precision[POS]", "entity_recall[NEG]", "eval_loss"}
@@ -306,7 +316,7 @@ def test_long_sentences_get_a_label_for_every_word_in_eval_predict_and_export(
     config = serving_client.load_serving_config(config_path)
     assert (config["task"], config["window_stride"], config["max_seq_length"]) == (
         "token_classification", 5, 16)
-    import tokenization
+    from bert_toolkit.text import tokenization
     tokenizer = tokenization.FullTokenizer(vocab, config["do_lower_case"])
     pairs = [(" ".join(word for word, _ in s), None) for s in long_sentences] + [("", None)]
     features, layout = serving_client.TASKS["token_classification"].encode(
@@ -352,26 +362,26 @@ def test_punct_trains_on_two_cpu_replicas_and_writes_restored_text(tiny_model, t
         report = json.load(f)
     assert set(report) >= {"accuracy", "f1[COMMA]", "f1[PERIOD]", "f1[QUESTION]",
                            "macro_f1", "eval_loss"}
-    assert report["num_words"] == sum(len(seq_labeling_data.punctuation_labels(line)[0])
+    assert report["num_words"] == sum(len(punctuation.punctuation_labels(line)[0])
                                       for line in (data_dir / "dev.txt").read_text()
                                       .splitlines())
     with open(os.path.join(output_dir, "test_restored.txt")) as f:
         restored = f.read().splitlines()
     assert len(restored) == 3
     for line, text in zip(restored, test_lines):
-        words = seq_labeling_data.punctuation_labels(text)[0]
+        words = punctuation.punctuation_labels(text)[0]
         assert re.sub(r"[,.?]", "", line).split() == list(words)
     with open(os.path.join(output_dir, "test_results.txt")) as f:
         tagged = [line.split("\t") for line in f.read().split("\n") if line]
     assert [len(row) for row in tagged] == [2] * len(tagged)
-    assert {label for _, label in tagged} <= set(seq_labeling_data.PUNCT_LABELS)
+    assert {label for _, label in tagged} <= set(punctuation.PUNCT_LABELS)
 
 
 def test_client_restores_punctuation_from_window_answers(tiny_model):
-    import tokenization
+    from bert_toolkit.text import tokenization
     tokenizer = tokenization.FullTokenizer(tiny_model["vocab_file"], True)
     config = serving_client.parse_serving_config(json.dumps(dict(
-        seq_labeling_data.serving_config("punct", 2), labels=list(seq_labeling_data.PUNCT_LABELS),
+        seq_labeling_outputs.serving_config("punct", 2), labels=list(punctuation.PUNCT_LABELS),
         max_seq_length=6, do_lower_case=True)))
     pairs = [("the movie, was good; the plot was", None), ("", None)]
     features, layout = serving_client.TASKS["token_classification"].encode(
@@ -394,13 +404,13 @@ def test_readers_raise_input_errors_naming_file_and_line(tmp_path):
     path = tmp_path / "dev.txt"
     path.write_bytes(b"a\tO\nb\xe9\tO\n")
     with pytest.raises(InputError, match=re.escape(str(path)) + ":2: not valid utf-8"):
-        seq_labeling_data.read_conll(str(path), "eval", labelled=True)
+        seq_labeling_readers.read_conll(str(path), "eval", labelled=True)
     path.write_text("a\tO\n\tO\n")
     with pytest.raises(InputError, match=":2: the token \\(first column\\) is empty"):
-        seq_labeling_data.read_conll(str(path), "eval", labelled=True)
+        seq_labeling_readers.read_conll(str(path), "eval", labelled=True)
     path.write_text(" , .\n")
     with pytest.raises(InputError, match="no sentences"):
-        seq_labeling_data.read_punctuated_text(str(path), "eval", labelled=True)
+        seq_labeling_readers.read_punctuated_text(str(path), "eval", labelled=True)
 
 
 # -- the real model on real tweets --------------------------------------------------------

@@ -6,7 +6,7 @@ subprocesses on free loopback ports; answers are compared with the SavedModel's
 own serving_default signature on the same features.
 """
 
-import export_layout
+from bert_toolkit.engine import export_layout
 import glob
 import json
 import os
@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import serving_client
-import serving_server
-import tokenization
-from errors import InputError
+from bert_toolkit.serving import client as serving_client
+from bert_toolkit.serving import server as serving_server
+from bert_toolkit.text import tokenization
+from bert_toolkit.errors import InputError
 from tiny import write_sentiment_csv, write_tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

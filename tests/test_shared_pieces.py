@@ -6,13 +6,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import distribution
-import input_pipeline
-import metrics
-import run_options
-import run_setup
-import scores
-from errors import InputError
+from bert_toolkit.engine import distribution
+from bert_toolkit.engine import training_plan
+from bert_toolkit import system
+from bert_toolkit.engine import input_pipeline
+from bert_toolkit.engine import metrics
+from bert_toolkit.engine.options import RunOptions
+from bert_toolkit.engine import run_folder
+from bert_toolkit.engine import scores
+from bert_toolkit.errors import InputError
 from tiny import cpu_session, cpu_strategy
 
 tf1 = tf.compat.v1
@@ -72,26 +74,26 @@ def test_streamed_confusion_matrix_merges_replicas_exactly():
 
 
 def test_plan_counts_optimizer_steps_from_the_global_batch():
-    one = distribution.plan_training(3200, 3, 32, 1, 1, 0.1)
-    four = distribution.plan_training(3200, 3, 32, 4, 1, 0.1)
-    accumulated = distribution.plan_training(3200, 3, 32, 2, 2, 0.1)
+    one = training_plan.plan_training(3200, 3, 32, 1, 1, 0.1)
+    four = training_plan.plan_training(3200, 3, 32, 4, 1, 0.1)
+    accumulated = training_plan.plan_training(3200, 3, 32, 2, 2, 0.1)
     assert (one.num_train_steps, one.num_warmup_steps) == (300, 30)
     assert four.global_batch_size == 128 and four.num_train_steps == 75
     assert accumulated.global_batch_size == 128 and accumulated.num_train_steps == 75
     assert "= global batch 128; 3200 examples x 3 epochs = 75 optimizer steps" in \
-        distribution.describe_plan(accumulated)
+        training_plan.describe_plan(accumulated)
 
 
 def test_one_device_plan_is_googles_arithmetic_and_several_round_up():
     # Google: int(num_examples / train_batch_size * num_train_epochs), warmup
     # int(steps * proportion); MRPC's 3,668 examples at batch 32 for 3 epochs.
-    one = distribution.plan_training(3668, 3.0, 32, 1, 1, 0.1)
+    one = training_plan.plan_training(3668, 3.0, 32, 1, 1, 0.1)
     assert (one.num_train_steps, one.num_warmup_steps) == (343, 34)
-    assert distribution.plan_training(10, 1.0, 4, 1, 1, 0.1).num_train_steps == 2
-    assert distribution.plan_training(10, 1.0, 32, 1, 1, 0.1).num_train_steps == 1  # not 0
+    assert training_plan.plan_training(10, 1.0, 4, 1, 1, 0.1).num_train_steps == 2
+    assert training_plan.plan_training(10, 1.0, 32, 1, 1, 0.1).num_train_steps == 1  # not 0
     # The same global batch of 4 from two replicas sees the last partial batch.
-    assert distribution.plan_training(10, 1.0, 2, 2, 1, 0.1).num_train_steps == 3
-    assert distribution.plan_training(10, 1.0, 2, 1, 2, 0.1).num_train_steps == 3
+    assert training_plan.plan_training(10, 1.0, 2, 2, 1, 0.1).num_train_steps == 3
+    assert training_plan.plan_training(10, 1.0, 2, 1, 2, 0.1).num_train_steps == 3
 
 
 def test_devices_and_their_errors():
@@ -99,7 +101,7 @@ def test_devices_and_their_errors():
     with pytest.raises(InputError, match="--num_gpu_cores=2 but 0 GPU"):
         distribution.replica_devices(True, 2, 1)
     with pytest.raises(InputError, match="--num_cpu_replicas must be a whole number >= 1"):
-        run_options.RunOptions(output_dir="out", bert_config_file="c.json", num_cpu_replicas=0)
+        RunOptions(output_dir="out", bert_config_file="c.json", num_cpu_replicas=0)
     assert distribution.make_strategy(["/cpu:0"]) is None
     config = distribution.make_session_config(["/cpu:0", "/cpu:1"], use_xla=True)
     assert config.device_count["CPU"] == 2
@@ -108,12 +110,12 @@ def test_devices_and_their_errors():
 
 
 def test_precision_resolution():
-    options = run_options.RunOptions(output_dir="out", bert_config_file="c.json",
+    options = RunOptions(output_dir="out", bert_config_file="c.json",
                                      use_fp16=True)
     assert distribution.resolve_runtime(options).precision == "fp16"
     assert distribution.resolve_precision("bf16") == "bf16"
     auto = distribution.resolve_precision("auto")
-    assert auto == ("bf16" if distribution.cpu_supports_bf16() else "fp32")
+    assert auto == ("bf16" if system.cpu_supports_bf16() else "fp32")
     with pytest.raises(InputError, match="--use_fp16 contradicts --precision=bf16"):
         options.replace(precision="bf16")
 
@@ -195,32 +197,33 @@ def test_input_fingerprint(tmp_path):
 
 def test_head_settings_are_recorded_and_a_change_refused(tmp_path):
     out = str(tmp_path)
-    path = os.path.join(out, run_setup.HEAD_SETTINGS_FILE)
-    run_setup.check_head_settings(out, {"pooling": "mean"})  # nothing recorded yet
+    path = os.path.join(out, run_folder.HEAD_SETTINGS_FILE)
+    run_folder.check_head_settings(out, {"pooling": "mean"})  # nothing recorded yet
     assert not os.path.exists(path)
-    run_setup.save_records(out, ["a", "b"], {"pooling": "mean"})
-    run_setup.check_head_settings(out, {"pooling": "mean"})
-    assert run_setup.read_saved_labels(out) == ["a", "b"]
+    run_folder.save_records(out, ["a", "b"], {"pooling": "mean"})
+    run_folder.check_head_settings(out, {"pooling": "mean"})
+    assert run_folder.read_saved_labels(out) == ["a", "b"]
     with pytest.raises(InputError, match="trained with --pooling=mean"):
-        run_setup.check_head_settings(out, {"pooling": "pooler"})
+        run_folder.check_head_settings(out, {"pooling": "pooler"})
     with open(path, "w") as f:
         f.write('["mean"]\n')
     with pytest.raises(InputError, match="expected a JSON object"):
-        run_setup.check_head_settings(out, {"pooling": "mean"})
+        run_folder.check_head_settings(out, {"pooling": "mean"})
 
 
 def test_pooling_flag_offers_the_modes_modeling_builds():
     from absl import flags
 
-    import common_flags
-    import modeling
+    from bert_toolkit.cli import flags as cli_flags
+    from bert_toolkit.engine.options import PoolingOptions
+    from bert_toolkit.model import modeling
     flag_values = flags.FlagValues()
-    common_flags.define_pooling_flag(modeling.POOLING_MODES, flag_values)
+    cli_flags.define_flags(PoolingOptions, flag_values)
     assert tuple(flag_values["pooling"].parser.enum_values) == modeling.POOLING_MODES
 
 
 def test_count_lines_counts_a_last_line_without_newline(tmp_path):
-    import fileio
+    from bert_toolkit import fileio
     path = str(tmp_path / "lines.txt")
     for content, expected in ((b"", 0), (b"a\n", 1), (b"a\nb", 2), (b"\n\n", 2),
                               (b"x" * 10 + b"\n" + b"y" * 5, 2)):
@@ -231,7 +234,7 @@ def test_count_lines_counts_a_last_line_without_newline(tmp_path):
 
 
 def test_a_failed_block_removes_only_the_folders_it_made(tmp_path):
-    import fileio
+    from bert_toolkit import fileio
     kept = tmp_path / "kept"
     kept.mkdir()
     target = kept / "new" / "deeper"
@@ -255,7 +258,7 @@ def test_training_log_line_shows_mfu_and_the_numbers_of_the_last_update(monkeypa
     (each at its own sequence length) and shows the gradient norm of the call
     that updated, not the NaN of the call that only accumulated."""
     import collections
-    import training
+    from bert_toolkit.engine import training
     lines = []
     monkeypatch.setattr(training.console, "info",
                         lambda message, *a: lines.append(message % a if a else message))

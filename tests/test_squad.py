@@ -11,14 +11,16 @@ import sys
 import numpy as np
 import pytest
 
-import serving_client
-import squad
-import squad_answers
-import squad_data
-import squad_eval
-import tokenization
+from bert_toolkit.serving import client as serving_client
+from bert_toolkit.tasks.squad import task as squad
+from bert_toolkit.tasks.squad import answers as squad_answers
+from bert_toolkit.tasks.squad import data as squad_data
+from bert_toolkit.tasks.squad import features as squad_features
+from bert_toolkit.text import windows as text_windows
+from bert_toolkit.tasks.squad import evaluation as squad_eval
+from bert_toolkit.text import tokenization
 from bad_input import REPO, check_one_error_line, run_commands
-from errors import InputError
+from bert_toolkit.errors import InputError
 from tiny import TINY_WORDS, write_tiny_model
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "squad")
@@ -139,14 +141,15 @@ def test_fixtures_read_as_the_shared_files_describe():
 # -- windows -----------------------------------------------------------------------------
 
 def test_doc_spans_and_max_context_are_googles():
-    assert squad_data.doc_spans(10, 4, 3) == [(0, 4), (3, 4), (6, 4)]
-    assert squad_data.doc_spans(10, 4, 6) == [(0, 4), (4, 4), (8, 2)]  # no gap
-    assert squad_data.doc_spans(3, 4, 2) == [(0, 3)]
-    assert squad_data.doc_spans(0, 4, 2) == [(0, 0)]
-    spans = [(0, 4), (3, 4), (6, 4)]
+    windows = text_windows.token_windows
+    assert windows(10, 4, 3) == [(0, 4), (3, 7), (6, 10)]
+    assert windows(10, 4, 6) == [(0, 4), (4, 8), (8, 10)]  # no gap
+    assert windows(3, 4, 2) == [(0, 3)]
+    assert windows(0, 4, 2) == [(0, 0)]
+    spans = [(0, 4), (3, 7), (6, 10)]
     # Pieces 3 and 6 end one span and start the next: a tie (no context on one
     # side in either), the first span wins; piece 4 has more context in span 1.
-    assert [squad_data.max_context_span(spans, i) for i in range(10)] == [
+    assert [text_windows.max_context_window(spans, i) for i in range(10)] == [
         0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
 
 
@@ -162,7 +165,7 @@ def test_training_windows_map_back_to_the_exact_answer(tokenizer, tmp_path):
         (context, qas), (plural, [qa("sub", "the", plural, "movie")])]))
     questions = squad_data.read_squad(path, True, False).questions
     found = collections.Counter()
-    for index, window in squad_data.windows_of(questions, tokenizer, 24, 5, 6, True):
+    for index, window in squad_features.windows_of(questions, tokenizer, 24, 5, 6, True):
         question = questions[index]
         assert len(window.tokens) <= 24
         if window.start_position == 0:
@@ -174,10 +177,10 @@ def test_training_windows_map_back_to_the_exact_answer(tokenizer, tmp_path):
         found[question.qas_id] += 1
     assert set(found) == {q.qas_id for q in questions}  # every answer in some window
     # Every context piece is scored in exactly one window (its max-context one).
-    for tokenized in squad_data.tokenize_questions(questions[:1], tokenizer, 6):
-        windows = squad_data.question_windows(tokenized, 24, 5)
-        spans = squad_data.doc_spans(len(tokenized.pieces), 24 - len(tokenized.query_tokens)
-                                     - 3, 5)
+    for tokenized in squad_features.tokenize_questions(questions[:1], tokenizer, 6):
+        windows = squad_features.question_windows(tokenized, 24, 5)
+        spans = text_windows.token_windows(len(tokenized.pieces),
+                                           24 - len(tokenized.query_tokens) - 3, 5)
         offset = len(tokenized.query_tokens) + 2
         scored = collections.Counter()
         for (start, _), window in zip(spans, windows):
@@ -193,8 +196,8 @@ def test_feature_rows_hold_windows_and_positions(tokenizer, tmp_path):
     path = write_json(tmp_path / "f.json", squad_json([(context, [
         qa("a", "is the movie good", context, "awful")])]))
     questions = squad_data.read_squad(path, True, False).questions
-    rows = squad_data.feature_rows(questions, tokenizer, 16, 4, 4, True)
-    windows = [w for _, w in squad_data.windows_of(questions, tokenizer, 16, 4, 4, True)]
+    rows = squad_features.feature_rows(questions, tokenizer, 16, 4, 4, True)
+    windows = [w for _, w in squad_features.windows_of(questions, tokenizer, 16, 4, 4, True)]
     assert len(rows) == len(windows) > 1
     for row, window in zip(rows, windows):
         ids = tokenizer.convert_tokens_to_ids(window.tokens)
@@ -203,7 +206,7 @@ def test_feature_rows_hold_windows_and_positions(tokenizer, tmp_path):
         # segment 1 from the first context piece through the last [SEP]
         assert list(row["segment_ids"][:len(ids)]) == [0] * 6 + [1] * (len(ids) - 6)
         assert row["start_positions"][0] == window.start_position
-    predict_rows = squad_data.feature_rows(questions, tokenizer, 16, 4, 4, False)
+    predict_rows = squad_features.feature_rows(questions, tokenizer, 16, 4, 4, False)
     assert [r["example_index"][0] for r in predict_rows] == [0] * len(rows)
     assert "start_positions" not in predict_rows[0]
 
@@ -267,7 +270,7 @@ def hand_question(tokenizer, tmp_path, context, seq=24, stride=5, query=6, v2=Fa
     path = write_json(tmp_path / "h.json", squad_json([(context, [
         {"id": "x", "question": "is the movie good"}])]))
     question = squad_data.read_squad(path, False, v2).questions[0]
-    windows = [w for _, w in squad_data.windows_of([question], tokenizer, seq, stride, query,
+    windows = [w for _, w in squad_features.windows_of([question], tokenizer, seq, stride, query,
                                                    False)]
     return question, windows
 
@@ -574,7 +577,7 @@ def test_real_vocab_windows_and_the_real_model_answering(minilm_checkpoint, tmp_
     train = os.path.join(FIXTURES, "train-v1.1-small.json")
     questions = squad_data.read_squad(train, True, False).questions
     found, exact = set(), set()
-    for index, window in squad_data.windows_of(questions, tokenizer, 128, 64, 64, True):
+    for index, window in squad_features.windows_of(questions, tokenizer, 128, 64, 64, True):
         if window.start_position:
             question = questions[index]
             found.add(index)
@@ -611,14 +614,14 @@ def test_real_vocab_windows_and_the_real_model_answering(minilm_checkpoint, tmp_
 def check_export(output_dir, dev, nbest, seq, stride, query):
     """The export answers as the Estimator did: the n-best lists of the
     exported model's logits equal nbest_predictions.json's."""
-    import export_layout
+    from bert_toolkit.engine import export_layout
     import tensorflow as tf
     serving = os.path.join(output_dir, "serving")
     version_dir = export_layout.resolve_version_dir(serving)[1]
     vocab, _ = export_layout.resolve_assets(serving)
     tokenizer = tokenization.FullTokenizer(vocab, True)
     questions = squad_data.read_squad(dev, False, False).questions
-    rows = squad_data.feature_rows(questions, tokenizer, seq, stride, query, False)
+    rows = squad_features.feature_rows(questions, tokenizer, seq, stride, query, False)
     signature = tf.saved_model.load(version_dir).signatures["serving_default"]
     outputs = signature(**{name: tf.constant(np.stack([r[name] for r in rows]))
                            for name in ("input_ids", "input_mask", "segment_ids")})

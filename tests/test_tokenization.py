@@ -18,8 +18,8 @@ import unicodedata
 import numpy as np
 import pytest
 
-import errors
-import tokenization
+from bert_toolkit import errors
+from bert_toolkit.text import tokenization
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "tokenizer_reference.json")
 BACKENDS = ("python", "rust")

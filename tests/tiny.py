@@ -4,7 +4,7 @@ import socket
 
 import tensorflow as tf
 
-import modeling
+from bert_toolkit.model import modeling
 
 tf1 = tf.compat.v1
 

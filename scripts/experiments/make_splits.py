@@ -10,7 +10,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-import assets  # noqa: E402
+from bert_toolkit import assets  # noqa: E402
 
 
 def read_corpus(name):

@@ -1,0 +1,347 @@
+"""The fine-tuning flow every fine-tuning task shares.
+
+A task (bert_toolkit/tasks/*/task.py) reads its data into a `Task`
+(engine/task.py) and calls `run(task, options)` with its options (a
+FineTuningOptions); the flow returns a launch.Report:
+
+    prepare  -> check model, output_dir and data; convert features (cached)
+    train    -> resumes from output_dir's checkpoint
+    evaluate -> streamed metrics and/or metrics from written predictions
+    predict  -> prediction files in output_dir
+    export   -> a SavedModel for TensorFlow Serving
+
+Everything a user can get wrong (config, vocab, checkpoint, sequence length,
+devices, precision, labels, a missing trained model) is checked in `prepare`
+before the first byte is written to output_dir, and reported as one
+InputError line.
+"""
+
+import collections
+import functools
+import os
+
+import tensorflow as tf
+
+from bert_toolkit import console
+from bert_toolkit.engine import model_fn_builder
+from bert_toolkit.engine import training_plan
+from bert_toolkit.engine import launch
+from bert_toolkit.engine import export
+from bert_toolkit import fileio
+from bert_toolkit.engine import input_pipeline
+from bert_toolkit.engine import model_selection
+from bert_toolkit.model import modeling
+from bert_toolkit.engine import checkpoints
+from bert_toolkit.engine import model_files
+from bert_toolkit.engine import run_folder
+from bert_toolkit.engine import training
+
+SPLITS = ("train", "eval", "predict")
+
+
+Prepared = collections.namedtuple("Prepared", ["records", "plan", "model_fn",
+                                               "checkpoint_path"], defaults=(None,))
+"""records: split -> (TFRecord path, number of records); plan:
+training_plan.TrainingPlan; model_fn: the Estimator's; checkpoint_path: what
+evaluation, prediction and export read (None: output_dir's latest checkpoint;
+else a fine-tuned --init_checkpoint, see checkpoints.checkpoint_to_use)."""
+
+
+def run(task, options, model_inputs=None):
+    """Prepares, then trains, evaluates, predicts and exports as `options` say;
+    returns the launch.Report.
+
+    task: an engine/task.py Task; options: engine/options.py FineTuningOptions;
+    model_inputs: model_files.ModelInputs, if the caller has read them already.
+    In a cluster (--cluster) every worker trains; the chief then evaluates,
+    predicts and exports on its own devices.
+    """
+    placement = launch.place(options, options.do_train, options.evaluates_during_training)
+    model_inputs = model_inputs or model_files.load_model_inputs(options)
+    prepared = prepare(task, options, model_inputs, placement)
+    estimator = launch.make_estimator(options, placement, prepared.model_fn)
+    console.info(launch.describe(options, placement))
+    report = launch.Report(options.output_dir)
+    if options.do_train:
+        report.history = train(estimator, task, options, prepared, placement)
+        prepared = prepared._replace(checkpoint_path=checkpoint_after_training(options))
+        report.best_checkpoint = prepared.checkpoint_path
+    if not launch.is_chief(placement):
+        return report
+    report.checkpoint = checkpoints.latest_checkpoint(options.output_dir)
+    if options.do_eval:
+        report.eval = evaluate(estimator, task, options, prepared,
+                               len(placement.runtime.devices))
+    if options.do_predict:
+        report.prediction_files = write_predictions(estimator, task, options, prepared,
+                                                    "predict")
+    if options.save_for_serving:
+        report.export_dir = export_model(estimator, task, options, model_inputs.tokenizer,
+                                         prepared.checkpoint_path)
+    return report
+
+
+def prepare(task, options, model_inputs, placement):
+    """Checks everything, then writes the run's records and feature cache.
+
+    Nothing is written to output_dir (or cache_dir) until every check and every
+    conversion of examples to features has passed.
+    """
+    output_dir = options.output_dir
+    fileio.check_folder(output_dir, "output_dir")
+    fileio.check_folder(options.cache_dir, "cache_dir")
+    shapes = dict(modeling.bert_variable_shapes(model_inputs.bert_config),
+                  **task.head_variable_shapes(model_inputs.bert_config.hidden_size))
+    checkpoint_path = None
+    if not options.do_train:
+        checkpoint_path = checkpoints.checkpoint_to_use(
+            output_dir, model_inputs.init_checkpoint, shapes,
+            "evaluation, prediction or export")
+    run_folder.check_saved_labels(output_dir, task.label_list)
+    run_folder.check_head_settings(output_dir, task.head_settings)
+    converted = convert_examples(task, options, model_inputs.tokenizer)
+    num_train = converted["train"][2] if options.do_train else 0
+    plan = training_plan.plan_training(
+        num_train, options.num_train_epochs, options.train_batch_size,
+        launch.num_replicas(placement), options.gradient_accumulation_steps,
+        options.warmup_proportion)
+    checkpoints.check_resumable(output_dir, shapes, plan if options.do_train else None)
+
+    # Nothing has been written so far; from here on output_dir is ours.
+    launch.claim(output_dir, placement)
+    run_folder.save_records(output_dir, task.label_list,
+                            task.head_settings if options.do_train else None)
+    records = write_records(converted, options.cache_dir or output_dir)
+    runtime = placement.runtime
+    chief = launch.is_chief(placement)
+    model_fn = model_fn_builder.build_model_fn(
+        model_inputs.bert_config, task.head_fn(model_inputs.bert_config), plan,
+        init_checkpoint=model_inputs.init_checkpoint, learning_rate=options.learning_rate,
+        precision=runtime.precision, inference_precision=runtime.inference_precision,
+        optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
+        log_every_n_steps=options.log_every_n_steps,
+        output_dir=output_dir if chief else None, show_progress=chief,
+        step_timeout_seconds=options.step_timeout_seconds,
+        matmul_peak_flops=placement.matmul_peak)
+    return Prepared(records, plan, model_fn, checkpoint_path)
+
+
+def convert_examples(task, options, tokenizer):
+    """split -> (cache key, feature rows or None if cached, number of records).
+
+    Rows are built in memory (and so checked) before anything is written;
+    a streaming task's rows are an iterator of len(examples) records.
+    """
+    cache_dir = options.cache_dir or options.output_dir
+    vocab_digest = input_pipeline.input_fingerprint([options.vocab_file])
+    converted = {}
+    for split, examples in task.examples.items():
+        key = {"task": task.name, "examples": task.examples_digest(examples),
+               "vocab": vocab_digest, "do_lower_case": options.do_lower_case,
+               "max_seq_length": options.max_seq_length, "labels": task.label_list}
+        _, count = input_pipeline.find_cached_tfrecord(cache_dir, split, key)
+        rows = None
+        if count is None:
+            rows = task.feature_rows(examples, tokenizer, options.max_seq_length)
+            count = len(rows) if isinstance(rows, list) else len(examples)
+        converted[split] = (key, rows, count)
+    return converted
+
+
+def write_records(converted, cache_dir):
+    """split -> (TFRecord path, number of records), writing the splits not cached."""
+    records = {}
+    for split, (key, rows, _) in converted.items():
+        path, count = input_pipeline.cached_tfrecord(cache_dir, split, key, lambda: rows)
+        console.info("%s: %d records in %s", split, count, path)
+        records[split] = (path, count)
+    return records
+
+
+def _trim(task, options):
+    """The features every batch is cut to its longest sequence (rounded up to 16),
+    where the task's features allow it: padding is masked, so results are
+    unchanged, and short texts stop paying for max_seq_length (see
+    docs/performance.md)."""
+    return input_pipeline.trimmable_token_features(
+        task.feature_spec(options.max_seq_length),
+        input_pipeline.TOKEN_FEATURES + tuple(task.masked_token_features))
+
+
+def train_input_fn(task, options, prepared, skip_batches=0):
+    """Shuffled, repeated training batches, starting `skip_batches` into the stream."""
+    return input_pipeline.make_input_fn(
+        prepared.records["train"][0], task.feature_spec(options.max_seq_length),
+        options.train_batch_size, True, seed=options.seed, skip_batches=skip_batches,
+        trim_to_longest_of=_trim(task, options), bucket_by_length=options.bucket_by_length)
+
+
+def eval_input_fn(task, options, prepared, num_replicas):
+    """The eval records, padded so every replica's last batch is full (zero weights)."""
+    path, count = prepared.records["eval"]
+    return input_pipeline.make_eval_input_fn(
+        path, task.feature_spec(options.max_seq_length), options.eval_batch_size, count,
+        num_replicas, trim_to_longest_of=_trim(task, options))
+
+
+def predict_input_fn(task, options, prepared, split):
+    """One split's records in order, for Estimator.predict."""
+    batch_size = options.predict_batch_size if split == "predict" else options.eval_batch_size
+    return input_pipeline.make_input_fn(
+        prepared.records[split][0], task.prediction_feature_spec(options.max_seq_length),
+        batch_size, False, keep_int64=task.int64_features,
+        trim_to_longest_of=_trim(task, options))
+
+
+def train(estimator, task, options, prepared, placement):
+    """Trains up to the plan's steps; a re-run resumes from the last checkpoint,
+    going on with the input batches the interrupted run had not reached. With
+    evaluation during training, trains in segments with an evaluation after
+    each (see model_selection.py); returns that record (the evaluations, [] without)."""
+    plan = prepared.plan
+    history = model_selection.read_history(options.output_dir)
+    if history and history[-1]["stop"]:
+        console.info("training stopped early at step %d (see %s): nothing to train",
+                     history[-1]["step"], model_selection.HISTORY_FILE)
+        return history
+    if checkpoints.resume_position(options.output_dir, plan) is not None:
+        console.info(training_plan.describe_plan(plan))
+    if not options.evaluates_during_training:
+        train_segment(estimator, task, options, prepared, placement, plan.num_train_steps)
+        return history
+    every = options.eval_every_n_steps or model_selection.steps_per_epoch(plan)
+    metric = options.best_metric or (history[-1]["metric"] if history else None)
+    evaluated = {entry["step"] for entry in history}
+    for step in model_selection.evaluation_steps(plan.num_train_steps, every):
+        if step in evaluated:
+            continue
+        checkpoint = train_segment(estimator, task, options, prepared, placement, step)
+        report = eval_report(estimator, task, options, prepared._replace(
+            checkpoint_path=checkpoint), len(placement.runtime.devices))
+        # Default: the task's first summary metric this report has (pos and punct
+        # report no entity_f1).
+        metric = metric or next((k for k in task.summary_keys if k in report), "eval_loss")
+        entry = model_selection.next_entry(history, step, report, metric,
+                                           options.early_stopping_patience)
+        if entry["improved"]:
+            model_selection.save_best(options.output_dir, checkpoint, entry)
+        model_selection.append_entry(options.output_dir, entry)
+        history.append(entry)
+        # A FileWriter cannot be made eagerly; Estimator.evaluate has made this one
+        # only for tasks with streamed_eval.
+        with tf.Graph().as_default():
+            training.write_summaries(os.path.join(options.output_dir, "eval"), step, report)
+        console.info(model_selection.describe(entry, plan.num_train_steps, task.summary_keys))
+        if options.plot:
+            model_selection.plot_learning_curve(
+                options.output_dir, training.logged_values(options.output_dir, "loss"), history)
+        if entry["stop"]:
+            console.info("early stopping: %s did not improve in %d evaluations; the best "
+                         "is step %d (%s %.4f)", metric, options.early_stopping_patience,
+                         entry["best_step"], metric, entry["best_value"])
+            break
+    return history
+
+
+def train_segment(estimator, task, options, prepared, placement, max_steps):
+    """Trains up to `max_steps`, from where output_dir's checkpoint is; returns the
+    checkpoint of that step.
+
+    Each process's input pipeline feeds its own replicas (a cluster's workers
+    each read their shard of the records), so a resumed run skips the batches
+    its local replicas already took.
+    """
+    calls = checkpoints.resume_position(options.output_dir, prepared.plan, log=False)
+    if calls is not None:
+        devices = placement.runtime.devices
+        input_fn = train_input_fn(task, options, prepared, calls * len(devices))
+        launch.train_to(estimator, options, placement, prepared.model_fn, input_fn, max_steps)
+    return estimator.latest_checkpoint()
+
+
+def checkpoint_after_training(options):
+    """What evaluation, prediction and export read after training: the best
+    checkpoint when one was kept (and --use_best_checkpoint), else None (the
+    latest)."""
+    if not (options.evaluates_during_training and options.use_best_checkpoint):
+        return None
+    path, record = model_selection.best_checkpoint(options.output_dir)
+    if path is not None:
+        console.info("using the best checkpoint: step %d (%s %.4f), %s", record["step"],
+                     record["metric"], record["value"], path)
+    return path
+
+
+def eval_report(estimator, task, options, prepared, num_replicas):
+    """The task's report on the eval split for prepared.checkpoint_path (None:
+    the latest): streamed metrics and/or those of written predictions."""
+    report = {}
+    if task.streamed_eval:
+        progress = console.Progress("example", prepared.records["eval"][1])
+        report.update(task.eval_report(estimator.evaluate(
+            eval_input_fn(task, options, prepared, num_replicas),
+            hooks=[training.ProgressHook(progress, options.eval_batch_size * num_replicas)],
+            checkpoint_path=prepared.checkpoint_path)))
+    if task.predicts_eval_split:
+        report.update(task.report_from_predictions(
+            write_predictions(estimator, task, options, prepared, "eval")))
+    report.setdefault("global_step", launch.global_step(
+        prepared.checkpoint_path or estimator.latest_checkpoint()))
+    return report
+
+
+def evaluate(estimator, task, options, prepared, num_replicas):
+    """Writes eval_results.{json,txt} (see eval_report) and returns the report."""
+    report = eval_report(estimator, task, options, prepared, num_replicas)
+    fileio.write_results(report, options.output_dir, "eval_results")
+    console.info("eval: %s", ", ".join("%s %.4f" % (key, report[key])
+                                           for key in task.summary_keys if key in report))
+    return report
+
+
+def write_predictions(estimator, task, options, prepared, split):
+    """Predicts one split (on one device, every record once, in order) and writes
+    the task's prediction files; returns file name -> path."""
+    predictions = _counted(estimator.predict(
+        predict_input_fn(task, options, prepared, split),
+        predict_keys=task.predict_keys, yield_single_examples=True,
+        checkpoint_path=prepared.checkpoint_path),
+        console.Progress("example", prepared.records[split][1]))
+    written = {}
+    for name, lines in task.prediction_files(split, task.examples[split], predictions):
+        path = os.path.join(options.output_dir, name)
+        with fileio.atomic_path(path) as temporary:
+            with fileio.open_file(temporary, "w") as f:
+                for line in lines:
+                    f.write(line + "\n")
+        written[name] = path
+        console.info("%s predictions written to %s", split, path)
+    return written
+
+
+def export_model(estimator, task, options, tokenizer, checkpoint_path=None):
+    """output_dir/serving/<version>/: serving_default on ids, and the raw-text
+    signature `text` when the task has text_inputs (see export.py), from
+    `checkpoint_path` (None: output_dir's latest)."""
+    text = None
+    if task.text_inputs:
+        text = export.TextSignature(task.text_inputs, task.label_list, functools.partial(
+            task.text_features, vocab_tokens=list(tokenizer.vocab),
+            do_lower_case=options.do_lower_case, max_seq_length=options.max_seq_length))
+    return export.export_model(estimator, options.output_dir, options.max_seq_length,
+                               options.vocab_file, serving_config(task, options), text,
+                               checkpoint_path, task.extra_serving_inputs)
+
+
+def _counted(items, progress):
+    """Yields `items`, adding each to `progress`."""
+    for item in items:
+        progress.add(1)
+        yield item
+
+
+def serving_config(task, options):
+    """serving_config.json: the task's settings, its labels and the tokenizer's."""
+    return dict(task.serving_config(), do_lower_case=options.do_lower_case,
+                max_seq_length=options.max_seq_length, labels=task.label_list,
+                **task.head_settings)

@@ -1,0 +1,103 @@
+"""The Estimator model_fn every task shares: BERT, the task's head, the train op and its log.
+
+A task supplies a `head_fn(model, features, mode) -> Head`: the layer on top
+of BERT, its loss, predictions, metrics and serving outputs. `build_model_fn`
+wraps it with what is the same for every task: the BERT graph in the chosen
+precision, initialisation from a checkpoint, the train op (model/optimization.py)
+and the training log (engine/training.py).
+"""
+
+import collections
+
+import tensorflow as tf
+
+from bert_toolkit.engine import training
+from bert_toolkit.model import flops, modeling, optimization
+
+
+Head = collections.namedtuple("Head", [
+    "loss", "predictions", "eval_metric_ops", "serving_outputs", "training_logs"],
+    defaults=(None,))
+"""What a task's head_fn returns.
+
+loss: float32 scalar (None in PREDICT mode); predictions: dict of tensors for
+Estimator.predict; eval_metric_ops: dict for EVAL mode; serving_outputs: dict
+of tensors for the SavedModel's serving_default signature; training_logs
+(optional): dict name -> float32 scalar logged in training beside the loss
+(e.g. the parts of a multi-task loss).
+"""
+
+
+def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
+                   precision="fp32", inference_precision="fp32", optimizer="adamw",
+                   weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
+                   log_per_replica=False, show_progress=True, step_timeout_seconds=0,
+                   matmul_peak_flops=None):
+    """An Estimator model_fn: BERT + the task head + the shared training machinery.
+
+    Args:
+      plan: a training_plan.TrainingPlan (optimizer steps, warmup, batch sizes).
+      precision: compute precision for training; `inference_precision` for
+        eval, predict and export.
+      output_dir: where the training log writes TensorBoard summaries (None:
+        nowhere, e.g. on a worker that is not the chief).
+      log_per_replica: also log examples/s per replica; with several workers,
+        plan.num_replicas counts the replicas of all of them.
+      show_progress: print the progress line (only the chief of several workers).
+      step_timeout_seconds: end the process with one error line when no training
+        step finishes for this long (a lost worker; 0: wait forever).
+      matmul_peak_flops: the device's matmul FLOP/s in `precision`; the progress
+        line then shows MFU (None: not shown).
+    """
+    def model_fn(features, labels, mode):
+        del labels
+        is_training = mode == tf.estimator.ModeKeys.TRAIN
+        compute_dtype = modeling.get_compute_dtype(
+            precision if is_training else inference_precision)
+        model = modeling.BertModel(
+            bert_config, is_training, features["input_ids"], features["input_mask"],
+            features["segment_ids"], compute_dtype=compute_dtype)
+        head = head_fn(model, features, mode)
+        if init_checkpoint:
+            # Only shapes the fresh variables: a checkpoint in output_dir wins.
+            modeling.init_from_checkpoint(init_checkpoint)
+
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(
+                mode, predictions=head.predictions,
+                export_outputs={"serving_default": tf.estimator.export.PredictOutput(
+                    head.serving_outputs)})
+        if mode == tf.estimator.ModeKeys.EVAL:
+            return tf.estimator.EstimatorSpec(mode, loss=head.loss,
+                                              eval_metric_ops=head.eval_metric_ops)
+
+        step = optimization.create_train_op(
+            head.loss, learning_rate, plan.num_train_steps, plan.num_warmup_steps,
+            accumulation_steps=plan.accumulation_steps, precision=precision,
+            optimizer=optimizer, weight_decay_rate=weight_decay_rate)
+        logged = {"loss": head.loss, "learning_rate": step.learning_rate,
+                  "gradient_norm": step.gradient_norm, training.CYCLE_CLOSED: step.cycle_closed}
+        if precision == "fp16":
+            logged["loss_scale"] = step.loss_scale
+        logged.update(head.training_logs or {})
+        flops_per_example = None
+        if matmul_peak_flops:
+            # Batches are cut to their longest sequence: count the length run.
+            logged[training.SEQUENCE_LENGTH] = tf.shape(features["input_ids"])[1]
+            flops_per_example = (
+                lambda length: flops.training_flops_per_example(bert_config, length))
+        hook = training.TrainingLogHook(
+            logged, examples_per_call=plan.per_replica_batch_size * plan.num_replicas,
+            every_n_steps=log_every_n_steps, total_steps=plan.num_train_steps,
+            output_dir=output_dir, num_replicas=plan.num_replicas if log_per_replica else None,
+            show=show_progress, flops_per_example=flops_per_example,
+            matmul_peak_flops=matmul_peak_flops)
+        num_replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+        # The Estimator reports the SUM of the replicas' losses; report their mean.
+        hooks = [hook]
+        if step_timeout_seconds:
+            hooks.append(training.StepWatchdogHook(step_timeout_seconds, output_dir))
+        return tf.estimator.EstimatorSpec(mode, loss=head.loss / float(num_replicas),
+                                          train_op=step.train_op, training_hooks=hooks)
+
+    return model_fn

@@ -1,0 +1,30 @@
+"""BERT's model FLOPs and the utilisation they give (MFU). No TensorFlow.
+
+MFU is the model's matmul FLOPs per second over the machine's matmul peak in
+the precision in use: how far a run is from what the hardware can do. The
+count is the usual one: 2 FLOPs per multiply-add of every dense layer of the
+encoder and the pooler and of the two attention matmuls; embedding lookups,
+softmax, layer norm and the task head are left out.
+"""
+
+def forward_flops_per_example(config, seq_length):
+    """Matmul FLOPs of one forward pass of the encoder + pooler on one example.
+
+    config: bert_config fields (a dict, or an object with those attributes).
+    """
+    field = config.get if isinstance(config, dict) else lambda name: getattr(config, name)
+    h, i = field("hidden_size"), field("intermediate_size")
+    dense_per_token = 4 * h * h + 2 * h * i
+    attention = 2 * 2 * seq_length * seq_length * h
+    return field("num_hidden_layers") * (2 * dense_per_token * seq_length + attention) \
+        + 2 * h * h
+
+
+def training_flops_per_example(config, seq_length):
+    """Forward + backward (twice the forward) matmul FLOPs of one training example."""
+    return 3 * forward_flops_per_example(config, seq_length)
+
+
+def utilisation(flops_per_second, peak_flops_per_second):
+    """MFU as a fraction (None without a peak)."""
+    return flops_per_second / peak_flops_per_second if peak_flops_per_second else None

