@@ -3,7 +3,7 @@
 GLUE tasks (cola, mnli, mnli-mm, mrpc, xnli, qqp, sst-2, rte, qnli) in their
 file layouts, or `--task_name=custom` for your own TSV/CSV/JSON Lines files
 (columns named by flags), single- or multi-label. One command line of Google's
-run_classifier.py works unchanged; see README.md for the new flags.
+run_classifier.py works unchanged; see docs/classification.md for the new flags.
 """
 
 from bert_toolkit.cli import main

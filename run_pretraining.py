@@ -1,7 +1,7 @@
 """Pre-trains BERT (masked LM + next sentence) on create_pretraining_data.py records.
 
-Google's run_pretraining.py command lines work unchanged; the shared flags of
-common_flags.py add devices, precision, accumulation, XLA and LAMB. With a
+Google's run_pretraining.py command lines work unchanged; the shared run
+settings add devices, precision, accumulation, XLA and LAMB. With a
 TF_CONFIG naming a cluster, every worker runs this same command and they
 train synchronously (MultiWorkerMirroredStrategy); the chief writes
 checkpoints, summaries and eval results. See docs/pretraining.md.

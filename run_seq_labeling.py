@@ -7,11 +7,12 @@
 Files train.txt, dev.txt and test.txt in --data_dir (or --train_file, ...).
 The multi-GPU fork's tasks PUNCT, NAMED_ENTITY and NORM run as punct, ner and
 pos on its train.tsv/dev.tsv/test.tsv (a sentence a line: words, a tab,
-labels; see seq_labeling_data.py); task names are case-insensitive.
+labels; see bert_toolkit/tasks/seq_labeling/readers.py); task names are
+case-insensitive.
 Long sentences are split into overlapping windows and merged back, so every
 word gets a label. The flags shared with run_custom_classifier.py (devices,
-precision, accumulation, resume, export) work the same; see README.md and
-seq_labeling.py.
+precision, accumulation, resume, export) work the same; see
+docs/seq_labeling.md.
 """
 
 from bert_toolkit.cli import main

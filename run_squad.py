@@ -7,7 +7,7 @@ flags every fine-tuning script here shares (devices, precision,
 accumulation, resume, export). --do_predict writes Google's
 predictions.json, nbest_predictions.json and (v2.0) null_odds.json; when the
 predict file has answers it also writes eval_results.txt with the official
-exact match and F1. See squad.py and squad_data.py.
+exact match and F1. See docs/squad.md and bert_toolkit/tasks/squad/.
 """
 
 from bert_toolkit.cli import main

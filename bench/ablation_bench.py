@@ -163,10 +163,8 @@ def build(variant, config, features, mode):
     """
     import tensorflow as tf
 
-
+    from bert_toolkit.model import modeling, optimization
     from bert_toolkit.tasks.classification import head as classifier_head
-    from bert_toolkit.model import modeling
-    from bert_toolkit.model import optimization
     tf1 = tf.compat.v1
     precision = "bf16" if variant == "bf16" else "fp32"
     original = (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
@@ -242,9 +240,9 @@ def run(args):
         # Must be set before TensorFlow starts: without it CPU graphs are never clustered.
         os.environ["TF_XLA_FLAGS"] = (os.environ.get("TF_XLA_FLAGS", "")
                                       + " --tf_xla_cpu_global_jit").strip()
+    import finetune_bench
     import tensorflow as tf
 
-    import finetune_bench
     from bert_toolkit.model import modeling
     tf.compat.v1.disable_eager_execution()
     _, fields = benchlib.load_config(args.config)

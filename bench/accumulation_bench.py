@@ -30,8 +30,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchlib  # noqa: E402
 import pretraining_data_bench  # noqa: E402
+
+import benchlib  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
 

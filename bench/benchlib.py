@@ -28,10 +28,13 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_DIR = os.path.join(REPO, "bench")
 sys.path.insert(0, REPO)
-from bert_toolkit import fileio  # noqa: E402  (no TensorFlow: fine under a peer's interpreter)
 # Environment only: TensorFlow, when a bench imports it, runs as the toolkit's
 # scripts configure it (oneDNN on); an ours worker's --onednn side overrides it.
-from bert_toolkit import tensorflow_env  # noqa: E402,F401
+from bert_toolkit import (
+    fileio,  # noqa: E402  (no TensorFlow: fine under a peer's interpreter)
+    tensorflow_env,  # noqa: E402,F401
+)
+
 PREFIX = "BENCH "
 
 # The two configs the results page reports, as bert_config.json fields.

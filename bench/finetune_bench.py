@@ -79,6 +79,7 @@ def make_features(config, seq_length, data, num_examples, seed=0):
         mask = np.ones_like(ids)
     else:
         import csv
+
         from bert_toolkit import assets
         from bert_toolkit.text import tokenization
         source = os.path.join(assets.corpora_dir(), "polarity-en-pang&lee2.csv")
@@ -101,15 +102,10 @@ def serve_ours(args):
 
     import tensorflow as tf
 
-
-    from bert_toolkit.tasks.classification import features as classifier_features
-
-    from bert_toolkit.tasks.classification import head as classifier_head
-    from bert_toolkit.engine import distribution
-    from bert_toolkit.engine import model_fn_builder
-    from bert_toolkit.engine import training_plan
-    from bert_toolkit.engine import input_pipeline
+    from bert_toolkit.engine import distribution, input_pipeline, model_fn_builder, training_plan
     from bert_toolkit.model import modeling
+    from bert_toolkit.tasks.classification import features as classifier_features
+    from bert_toolkit.tasks.classification import head as classifier_head
 
     tf1 = tf.compat.v1
     peak = measure_tf_peak(args.precision, args.peak_size)

@@ -27,12 +27,13 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchlib  # noqa: E402
 import finetune_bench  # noqa: E402
 
+import benchlib  # noqa: E402
+
 sys.path.insert(0, benchlib.REPO)
-from bert_toolkit.model import flops  # noqa: E402
 from bert_toolkit.engine import export_layout  # noqa: E402
+from bert_toolkit.model import flops  # noqa: E402
 
 
 def make_parser():
@@ -50,12 +51,9 @@ def export_random_model(config_fields, seq_length, precision, workdir):
     """Exports the classifier with random weights at `precision`; returns the version dir."""
     import tensorflow as tf
 
-
-    from bert_toolkit.tasks.classification import head as classifier_head
-    from bert_toolkit.engine import model_fn_builder
-    from bert_toolkit.engine import training_plan
-    from bert_toolkit.engine import export
+    from bert_toolkit.engine import export, model_fn_builder, training_plan
     from bert_toolkit.model import modeling
+    from bert_toolkit.tasks.classification import head as classifier_head
     tf1 = tf.compat.v1
     bert_config = modeling.BertConfig.from_dict(config_fields)
     plan = training_plan.plan_steps(1, 0, 1, 1, 1)

@@ -20,8 +20,9 @@ import time
 def tf_peak(precision, n, repeats):
     # TensorFlow as the toolkit's scripts configure it (oneDNN on).
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from bert_toolkit import tensorflow_env  # noqa: F401
     import tensorflow as tf
+
+    from bert_toolkit import tensorflow_env  # noqa: F401
     dtype = tf.bfloat16 if precision == "bf16" else tf.float32
     a = tf.cast(tf.random.uniform([n, n]), dtype)
     b = tf.cast(tf.random.uniform([n, n]), dtype)

@@ -3,7 +3,7 @@
     python bench/pretraining_data_bench.py --dupe_factor=5 --num_workers=2 --rounds=1
 
 Input: the 1,500 real movie reviews of polarity-en-pang&lee1.csv (fetched by
-assets.py), one sentence per line (a review's lines, split again at " . "),
+bert_toolkit/assets.py), one sentence per line (a review's lines, split again at " . "),
 a blank line between reviews; vocabulary: all-MiniLM-L6-v2's, which is
 bert-base-uncased's. Both programs run as a user runs them, one subprocess
 each, and are timed from start to exit (interpreter and imports included):

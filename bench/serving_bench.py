@@ -37,9 +37,9 @@ REPO = benchlib.REPO
 sys.path.insert(0, REPO)
 
 from bert_toolkit.engine import export_layout  # noqa: E402
+from bert_toolkit.errors import InputError  # noqa: E402
 from bert_toolkit.serving import client as serving_client  # noqa: E402
 from bert_toolkit.text import tokenization  # noqa: E402
-from bert_toolkit.errors import InputError  # noqa: E402
 
 # Review-like sentences; each request takes `rows_per_request` of them in turn.
 SENTENCES = [

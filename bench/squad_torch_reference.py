@@ -9,9 +9,9 @@ LayerNorm, linear warm-up over 10% of the steps then linear decay, gradient
 norm clipped at 1.0. It answers the predict file (best start + end logit over
 a question's windows, n-best 20, at most 30 tokens; v2.0: "" when the null
 score beats the best span by more than --null_score_diff_threshold), writes
-predictions.json (and null_odds.json) and scores them with squad_eval.py, the
-toolkit's official SQuAD metrics, into eval_results.json with the training
-examples/s.
+predictions.json (and null_odds.json) and scores them with the toolkit's
+official SQuAD metrics (bert_toolkit/tasks/squad/evaluation.py), into
+eval_results.json with the training examples/s.
 
 Runs under any interpreter with torch and transformers (no TensorFlow):
 
@@ -184,7 +184,7 @@ def main():
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--model_dir", default=None,
                         help="a Hugging Face BERT folder (default: all-MiniLM-L6-v2, "
-                             "fetched by assets.py)")
+                             "fetched by bert_toolkit/assets.py)")
     parser.add_argument("--max_seq_length", type=int, default=256)
     parser.add_argument("--doc_stride", type=int, default=128,
                         help="tokens of overlap between a context's windows (transformers' stride)")

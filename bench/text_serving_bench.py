@@ -10,7 +10,7 @@ round by round, sending the same real review sentences:
                     (the Rust fast path, as serving_client.py does), then the
                     ids to serving_default
   in-graph          each request: the raw text to the `text` signature, which
-                    tokenizes inside the SavedModel (graph_tokenization.py)
+                    tokenizes inside the SavedModel (bert_toolkit/text/graph_tokenization.py)
 
 A client's own work (tokenizing, building JSON) counts in its latency. It
 prints requests/s, rows/s and latency of both and their ratio, then checks
@@ -27,14 +27,15 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchlib  # noqa: E402
 import serving_bench  # noqa: E402
+
+import benchlib  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
 from bert_toolkit.engine import export_layout  # noqa: E402
+from bert_toolkit.errors import InputError  # noqa: E402
 from bert_toolkit.serving import client as serving_client  # noqa: E402
 from bert_toolkit.text import tokenization  # noqa: E402
-from bert_toolkit.errors import InputError  # noqa: E402
 
 
 def make_parser():

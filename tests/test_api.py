@@ -18,9 +18,8 @@ import pytest
 
 import bert_toolkit as bt
 from bert_toolkit.errors import InputError
-from tiny import write_tiny_model
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tiny import REPO, write_tiny_model
 
 USER_TASK = textwrap.dedent('''
     """A user's own task: sentences labelled by whether they hold a keyword."""
@@ -78,6 +77,14 @@ def test_a_users_task_runs_from_python_and_from_the_command_line(tmp_path, monke
         assert json.load(f) == report.eval
     with pytest.raises(InputError, match="--keyword"):
         my_tasks.KeywordOptions(output_dir="o", keyword=3, **settings)
+    # No export yet: predict exports the run's latest checkpoint from its recorded options.
+    answers = bt.predict(report.output_dir, ["the movie was good", "the plot was dull"])
+    assert [sorted(answer) for answer in answers] == [["label", "probabilities"]] * 2
+    assert all(sum(answer["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+               for answer in answers)
+    assert os.path.isdir(os.path.join(report.output_dir, "serving"))
+    with pytest.raises(InputError, match="no export here"):
+        bt.predict(str(tmp_path), ["the movie"])
 
     flags = ["--%s=%s" % (name, value) for name, value in settings.items()]
     result = subprocess.run(

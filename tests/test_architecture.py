@@ -18,7 +18,8 @@ Every import counts, those inside functions too.
 import ast
 import os
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tiny import REPO
+
 PACKAGE = os.path.join(REPO, "bert_toolkit")
 LAYERS = {"": 0, "text": 1, "model": 1, "convert": 1, "engine": 2, "tasks": 3, "serving": 4,
           "assets": 4, "cli": 5, "api": 5, "__main__": 6}

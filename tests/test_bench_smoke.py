@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tiny import REPO
 
 
 def run_bench(script, *flags):

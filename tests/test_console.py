@@ -5,9 +5,8 @@ import subprocess
 import sys
 
 from bert_toolkit import console
-from tiny import write_sentiment_csv, write_tiny_model
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tiny import REPO, write_sentiment_csv, write_tiny_model
 
 
 def test_progress_line_and_when_it_is_due():

@@ -1,12 +1,21 @@
-"""Tiny random BERT configs and graph helpers shared by the fast tests."""
+"""Tiny random BERT configs, in Google's and Hugging Face's layouts, and helpers shared
+by the fast tests."""
 
+import collections
+import json
+import os
 import socket
 
+import numpy as np
 import tensorflow as tf
+from safetensors.numpy import save_file
 
 from bert_toolkit.model import modeling
 
 tf1 = tf.compat.v1
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
 
 
 def tiny_config(**overrides):
@@ -101,3 +110,80 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def tiny_hf_config(**overrides):
+    """config.json of a 2-layer BERT small enough to convert in a blink."""
+    config = {
+        "architectures": ["BertModel"], "model_type": "bert", "vocab_size": 12,
+        "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 16, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 16,
+        "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+        "position_embedding_type": "absolute", "pad_token_id": 0,
+    }
+    config.update(overrides)
+    return config
+
+
+def tiny_hf_state(config, seed=0, prefix="", old_layer_norm=False, pooler=True, heads=False):
+    """Random tensors with Hugging Face names and shapes (Linear weight is [out, in])."""
+    rng = np.random.RandomState(seed)
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+    state = collections.OrderedDict()
+
+    def add(key, *shape):
+        state[key] = rng.standard_normal(shape).astype(np.float32)
+
+    def linear(path, in_size, out_size):
+        add(prefix + path + ".weight", out_size, in_size)
+        add(prefix + path + ".bias", out_size)
+
+    def layer_norm(path, pre=prefix):
+        names = ("gamma", "beta") if old_layer_norm else ("weight", "bias")
+        add(pre + path + "." + names[0], hidden)
+        add(pre + path + "." + names[1], hidden)
+
+    add(prefix + "embeddings.word_embeddings.weight", config["vocab_size"], hidden)
+    add(prefix + "embeddings.position_embeddings.weight", config["max_position_embeddings"],
+        hidden)
+    add(prefix + "embeddings.token_type_embeddings.weight", config["type_vocab_size"], hidden)
+    layer_norm("embeddings.LayerNorm")
+    state[prefix + "embeddings.position_ids"] = np.arange(
+        config["max_position_embeddings"], dtype=np.int64)[None]
+    for index in range(config["num_hidden_layers"]):
+        layer = "encoder.layer.%d." % index
+        for part in ("query", "key", "value"):
+            linear(layer + "attention.self." + part, hidden, hidden)
+        linear(layer + "attention.output.dense", hidden, hidden)
+        layer_norm(layer + "attention.output.LayerNorm")
+        linear(layer + "intermediate.dense", hidden, inner)
+        linear(layer + "output.dense", inner, hidden)
+        layer_norm(layer + "output.LayerNorm")
+    if pooler:
+        linear("pooler.dense", hidden, hidden)
+    if heads:
+        add("cls.predictions.transform.dense.weight", hidden, hidden)
+        add("cls.predictions.transform.dense.bias", hidden)
+        layer_norm("cls.predictions.transform.LayerNorm", pre="")
+        add("cls.predictions.bias", config["vocab_size"])
+        state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"].copy()
+        state["cls.predictions.decoder.weight"] = \
+            state[prefix + "embeddings.word_embeddings.weight"].copy()
+        add("cls.seq_relationship.weight", 2, hidden)
+        add("cls.seq_relationship.bias", 2)
+    return state
+
+
+def make_hf_dir(path, config, state, vocab_size=None):
+    """Writes config.json, vocab.txt ([PAD], [UNK], tok2, ...) and model.safetensors."""
+    os.makedirs(str(path), exist_ok=True)
+    with open(os.path.join(str(path), "config.json"), "w") as f:
+        json.dump(config, f)
+    count = config["vocab_size"] if vocab_size is None else vocab_size
+    tokens = ["[PAD]", "[UNK]"] + ["tok%d" % i for i in range(2, count)]
+    with open(os.path.join(str(path), "vocab.txt"), "w") as f:
+        f.write("\n".join(tokens[:count]) + "\n")
+    if state is not None:
+        save_file(dict(state), os.path.join(str(path), "model.safetensors"))
+    return str(path)

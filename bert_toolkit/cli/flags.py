@@ -42,6 +42,8 @@ def define_flag(field, flag_values=FLAGS):
     if meta.get("choices"):
         flags.DEFINE_enum(field.name, field.default, list(meta["choices"]), meta["help"],
                           case_sensitive=meta.get("case_sensitive", True), **common)
+    elif kind is tuple:
+        flags.DEFINE_multi_string(field.name, list(field.default), meta["help"], **common)
     elif kind is bool:
         flags.DEFINE_bool(field.name, field.default, meta["help"], **common)
     elif kind is int:
@@ -95,7 +97,7 @@ def run_guarded(function, *args):
 def run(options_class, main, positional_arguments=False):
     """absl's app.run for a script: defines the flags of `options_class`, parses
     them, and calls main(options) (main(options, arguments) with
-    `positional_arguments`)."""
+    `positional_arguments`: the command line's words that are not flags)."""
     define_flags(options_class, key_module=sys.argv[0])
 
     def guarded_main(argv):

@@ -23,12 +23,15 @@ from bert_toolkit.cli import flags
 from bert_toolkit.errors import fail
 from bert_toolkit.tasks import registry
 
-# Commands that are not tasks: (options class, run function) as "module:name".
+# Commands that are not tasks: (options class, run function) as "module:name", and
+# whether the command takes words besides its flags (the client's texts).
 _TOOLS = {
     "convert_hf_checkpoint": ("bert_toolkit.convert.options:ConvertOptions",
-                              "bert_toolkit.convert.hf_checkpoint:run"),
+                              "bert_toolkit.convert.hf_checkpoint:run", False),
     "serving_server": ("bert_toolkit.serving.options:ServerOptions",
-                       "bert_toolkit.serving.server:run"),
+                       "bert_toolkit.serving.server:run", False),
+    "serving_client": ("bert_toolkit.serving.options:ClientOptions",
+                       "bert_toolkit.serving.client:run_guarded", True),
 }
 
 
@@ -39,8 +42,8 @@ def run_task(name):
 
 
 def run_tool(name):
-    options_path, run_path = _TOOLS[name]
-    flags.run(registry.load(options_path), registry.load(run_path))
+    options_path, run_path, positional_arguments = _TOOLS[name]
+    flags.run(registry.load(options_path), registry.load(run_path), positional_arguments)
 
 
 def run_classifier():
@@ -80,8 +83,7 @@ def serving_server():
 
 
 def serving_client():
-    from bert_toolkit.serving import client
-    client.main()
+    run_tool("serving_client")
 
 
 def toolkit():

@@ -64,7 +64,8 @@ class Task(object):
                 "output_bias": [len(self.label_list)]}
 
     def head_fn(self, bert_config):
-        """`head_fn(model, features, mode) -> model_fn_builder.Head` for model_fn_builder.build_model_fn."""
+        """`head_fn(model, features, mode) -> model_fn_builder.Head`, for
+        model_fn_builder.build_model_fn."""
         raise NotImplementedError
 
     def eval_report(self, results):

@@ -20,8 +20,8 @@ import time
 import tensorflow as tf
 
 from bert_toolkit import console, system
-from bert_toolkit.model import modeling
 from bert_toolkit.errors import InputError
+from bert_toolkit.model import modeling
 
 tf1 = tf.compat.v1
 
@@ -85,7 +85,7 @@ def resolve_precision(precision, use_gpu=False):
 
 
 def resolve_runtime(options):
-    """The Runtime of run_options.RunOptions; InputError if it cannot exist here."""
+    """The Runtime of engine/options.py's RunOptions; InputError if it cannot exist here."""
     devices = replica_devices(options.use_gpu, options.num_gpu_cores, options.num_cpu_replicas)
     precision = resolve_precision(options.training_precision, use_gpu=options.use_gpu)
     inference_precision = resolve_precision(options.inference_precision,

@@ -26,9 +26,8 @@ import tensorflow as tf
 from tensorflow.core.framework import tensor_shape_pb2, types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
-from bert_toolkit import console
+from bert_toolkit import console, fileio
 from bert_toolkit.engine import export_layout
-from bert_toolkit import fileio
 
 tf1 = tf.compat.v1
 

@@ -1,7 +1,7 @@
 """The fine-tuning flow every fine-tuning task shares.
 
 A task (bert_toolkit/tasks/*/task.py) reads its data into a `Task`
-(engine/task.py) and calls `run(task, options)` with its options (a
+(engine/base_task.py) and calls `run(task, options)` with its options (a
 FineTuningOptions); the flow returns a launch.Report:
 
     prepare  -> check model, output_dir and data; convert features (cached)
@@ -22,19 +22,20 @@ import os
 
 import tensorflow as tf
 
-from bert_toolkit import console
-from bert_toolkit.engine import model_fn_builder
-from bert_toolkit.engine import training_plan
-from bert_toolkit.engine import launch
-from bert_toolkit.engine import export
-from bert_toolkit import fileio
-from bert_toolkit.engine import input_pipeline
-from bert_toolkit.engine import model_selection
+from bert_toolkit import console, fileio
+from bert_toolkit.engine import (
+    checkpoints,
+    export,
+    input_pipeline,
+    launch,
+    model_files,
+    model_fn_builder,
+    model_selection,
+    run_folder,
+    training,
+    training_plan,
+)
 from bert_toolkit.model import modeling
-from bert_toolkit.engine import checkpoints
-from bert_toolkit.engine import model_files
-from bert_toolkit.engine import run_folder
-from bert_toolkit.engine import training
 
 SPLITS = ("train", "eval", "predict")
 
@@ -51,7 +52,7 @@ def run(task, options, model_inputs=None):
     """Prepares, then trains, evaluates, predicts and exports as `options` say;
     returns the launch.Report.
 
-    task: an engine/task.py Task; options: engine/options.py FineTuningOptions;
+    task: an engine/base_task.py Task; options: engine/options.py FineTuningOptions;
     model_inputs: model_files.ModelInputs, if the caller has read them already.
     In a cluster (--cluster) every worker trains; the chief then evaluates,
     predicts and exports on its own devices.
@@ -111,6 +112,8 @@ def prepare(task, options, model_inputs, placement):
     launch.claim(output_dir, placement)
     run_folder.save_records(output_dir, task.label_list,
                             task.head_settings if options.do_train else None)
+    if options.do_train and launch.is_chief(placement):
+        run_folder.save_options(output_dir, options)
     records = write_records(converted, options.cache_dir or output_dir)
     runtime = placement.runtime
     chief = launch.is_chief(placement)

@@ -21,7 +21,6 @@ import tensorflow as tf
 
 from bert_toolkit import fileio
 
-
 # Files up to this size are hashed by content in `input_fingerprint`.
 _HASH_CONTENT_LIMIT = 1 << 20
 

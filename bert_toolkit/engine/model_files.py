@@ -13,7 +13,6 @@ from bert_toolkit.errors import InputError
 from bert_toolkit.model import modeling
 from bert_toolkit.text import tokenization
 
-
 ModelInputs = collections.namedtuple("ModelInputs", [
     "bert_config", "tokenizer", "init_checkpoint"])
 """bert_config: modeling.BertConfig; tokenizer: tokenization.FullTokenizer (None

@@ -14,7 +14,6 @@ import tensorflow as tf
 from bert_toolkit.engine import training
 from bert_toolkit.model import flops, modeling, optimization
 
-
 Head = collections.namedtuple("Head", [
     "loss", "predictions", "eval_metric_ops", "serving_outputs", "training_logs"],
     defaults=(None,))

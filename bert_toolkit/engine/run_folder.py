@@ -2,11 +2,12 @@
 
 - The lock: one run per output_dir (an operating-system lock on .lock).
 - The records: the label list and the head settings a model was trained with,
-  which its checkpoint's variables cannot tell apart; a later run with others
-  is refused.
+  which its checkpoint's variables cannot tell apart (a later run with others
+  is refused), and the options of the last run that trained there, so the
+  model can be exported or asked later without its command line (api.predict).
 
-Everything here reads, except `lock_output_dir` and `save_records`, which the
-flows call after every check has passed.
+Everything here reads, except `lock_output_dir`, `save_records` and
+`save_options`, which the flows call after every check has passed.
 """
 
 import datetime
@@ -23,6 +24,7 @@ from bert_toolkit.errors import InputError
 
 LABELS_FILE = "label_list.json"
 HEAD_SETTINGS_FILE = "head_settings.json"
+OPTIONS_FILE = "run_options.json"
 LOCK_FILE = ".lock"
 _held_locks = {}  # lock file path -> its open file, held until the process exits
 
@@ -130,3 +132,26 @@ def save_records(output_dir, label_list, head_settings):
         path = os.path.join(output_dir, name)
         if value and not tf.io.gfile.exists(path):
             fileio.write_text_atomically(path, json.dumps(value, sort_keys=True) + "\n")
+
+
+def save_options(output_dir, options):
+    """Records the options of a run that trains (its class and every setting)."""
+    cls = type(options)
+    record = {"options_class": "%s:%s" % (cls.__module__, cls.__qualname__),
+              "options": options.as_dict()}
+    fileio.write_text_atomically(os.path.join(output_dir, OPTIONS_FILE),
+                                 json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def read_options(output_dir):
+    """(options class path "module:Class", settings dict) of the last run that trained
+    in output_dir, or None if none was recorded."""
+    path = os.path.join(output_dir, OPTIONS_FILE)
+    record = _read_json_record(path, dict, "a JSON object of a run's options")
+    if record is None:
+        return None
+    if not (isinstance(record.get("options_class"), str)
+            and isinstance(record.get("options"), dict)):
+        raise InputError("%s: expected options_class and options, as a training run "
+                         "writes them" % path)
+    return record["options_class"], record["options"]

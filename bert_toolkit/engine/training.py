@@ -16,9 +16,9 @@ import time
 import tensorflow as tf
 
 from bert_toolkit import console
-from bert_toolkit.model import flops
 from bert_toolkit.engine import tfrecord_codec
 from bert_toolkit.errors import Stopped
+from bert_toolkit.model import flops
 
 tf1 = tf.compat.v1
 

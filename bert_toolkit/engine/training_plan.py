@@ -7,7 +7,6 @@ accumulation_steps examples (the global batch). No TensorFlow.
 import collections
 import math
 
-
 TrainingPlan = collections.namedtuple("TrainingPlan", [
     "num_examples", "num_train_epochs", "num_replicas", "per_replica_batch_size",
     "accumulation_steps", "global_batch_size", "num_train_steps", "num_warmup_steps"])

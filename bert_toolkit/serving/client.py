@@ -11,7 +11,7 @@ settings the export carries in assets.extra/ (`--export_dir`), or with
 `--vocab_file` and `--serving_config` given explicitly, and sent to the
 server's `:predict` endpoint `--batch_size` texts at a time. One line per input
 is printed: TSV (predicted label, then one probability per label) or JSON Lines.
-A token classification export (run_seq_labeling_data.py) labels every word of each
+A token classification export (run_seq_labeling.py) labels every word of each
 text: TSV gives one word/LABEL field per word (punct: the restored text), JSON
 Lines the words and labels; long texts go as overlapping windows, merged back.
 A question answering export (run_squad.py) takes question<TAB>context (or the
@@ -24,7 +24,6 @@ settings, building `:predict` requests, parsing responses, formatting results)
 and import neither TensorFlow nor any HTTP library beyond Python's own.
 """
 
-import argparse
 import collections
 import http.client
 import json
@@ -37,22 +36,18 @@ import urllib.request
 
 import numpy as np
 
-from bert_toolkit import console
-from bert_toolkit import errors
+from bert_toolkit import console, errors, fileio
 from bert_toolkit.engine import export_layout
-from bert_toolkit import fileio
+from bert_toolkit.errors import InputError
+from bert_toolkit.serving.options import DEFAULT_SIGNATURE, TEXT_SIGNATURE
 from bert_toolkit.tasks.seq_labeling import features as seq_labeling_features
 from bert_toolkit.tasks.seq_labeling import outputs as seq_labeling_outputs
 from bert_toolkit.tasks.seq_labeling import punctuation
 from bert_toolkit.tasks.squad import answers as squad_answers
 from bert_toolkit.tasks.squad import data as squad_data
 from bert_toolkit.tasks.squad import features as squad_features
-from bert_toolkit.text import windows as text_windows
 from bert_toolkit.text import tokenization
-from bert_toolkit.errors import InputError
-
-DEFAULT_SIGNATURE = "serving_default"
-TEXT_SIGNATURE = "text"
+from bert_toolkit.text import windows as text_windows
 
 
 class ServingError(Exception):
@@ -507,77 +502,29 @@ def format_line(pair, result, output_format):
 
 # -- the command ------------------------------------------------------------------
 
-class _ArgumentParser(argparse.ArgumentParser):
-    """argparse reporting a bad command line as the toolkit's one 'error:' line."""
-
-    def error(self, message):
-        raise InputError(message)
-
-
-def make_parser():
-    parser = _ArgumentParser(description=__doc__.split("\n\n")[0],
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("texts", nargs="*", help="Texts to predict on (default: read "
-                        "--input_file or standard input). Pairs: 'a<TAB>b' or --text_b.")
-    parser.add_argument("--url", required=True,
-                        help="The model's REST address, e.g. "
-                             "http://127.0.0.1:8501/v1/models/sentiment[/versions/N].")
-    parser.add_argument("--export_dir", help="The exported model: its base path "
-                        "(output_dir/serving) or one version folder; its assets.extra/ "
-                        "supplies the vocab and tokenizer settings.")
-    parser.add_argument("--vocab_file", help="vocab.txt (instead of the export's).")
-    parser.add_argument("--serving_config", help="serving_config.json (instead of the "
-                        "export's).")
-    parser.add_argument("--input_file", help="One text (pairs: two, tab-separated) per "
-                        "line; '-' is standard input.")
-    parser.add_argument("--text_b", action="append", default=[],
-                        help="The second text of a pair, once per positional text.")
-    parser.add_argument("--batch_size", type=int, default=32, help="Texts per request.")
-    parser.add_argument("--output_format", choices=("tsv", "jsonl"), default="tsv",
-                        help="tsv: label, then one probability per label; jsonl: one JSON "
-                             "object per input with its text(s).")
-    parser.add_argument("--request_format", choices=("row", "columnar"), default="row",
-                        help="TensorFlow Serving's 'instances' (row) or 'inputs' "
-                             "(columnar) request body.")
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="Seconds to wait for each answer.")
-    parser.add_argument("--signature_name", choices=(DEFAULT_SIGNATURE, TEXT_SIGNATURE),
-                        default=DEFAULT_SIGNATURE,
-                        help="serving_default: send token ids (tokenized here); text: send "
-                             "the raw text to the export's text signature (tokenized in "
-                             "the model's graph).")
-    parser.add_argument("--null_score_diff_threshold", type=float,
-                        help="Question answering, SQuAD 2.0: answer \"\" when the null "
-                             "score beats the best span by more than this (default: the "
-                             "export's, from its training run).")
-    return parser
-
-
-def input_pairs(args, config, stdin):
+def input_pairs(options, texts, config, stdin):
     """The (text_a, text_b) inputs the command line asks for, lazily for files."""
-    if args.texts and args.input_file:
+    if texts and options.input_file:
         raise InputError("give texts as arguments or --input_file, not both")
-    if args.text_b and not args.texts:
+    if options.text_b and not texts:
         raise InputError("--text_b needs the first texts as positional arguments")
-    if args.texts:
-        return pairs_from_arguments(args.texts, args.text_b, config["sentence_pairs"])
-    if args.input_file and args.input_file != "-":
+    if texts:
+        return pairs_from_arguments(texts, options.text_b, config["sentence_pairs"])
+    if options.input_file and options.input_file != "-":
         try:
-            stream = open(args.input_file, encoding="utf-8")
+            stream = open(options.input_file, encoding="utf-8")
         except OSError as e:
             raise InputError("--input_file=%s: cannot read it (%s)"
-                             % (args.input_file, e.strerror or e))
-        return pairs_from_lines(stream, args.input_file, config["sentence_pairs"])
+                             % (options.input_file, e.strerror or e))
+        return pairs_from_lines(stream, options.input_file, config["sentence_pairs"])
     return pairs_from_lines(stdin, "standard input", config["sentence_pairs"])
 
 
-def run(argv, stdin, stdout):
-    """The command: parses argv, predicts, writes one line per input to stdout."""
-    args = make_parser().parse_args(argv)
-    if args.batch_size < 1:
-        raise InputError("--batch_size must be >= 1, got %d" % args.batch_size)
-    if args.timeout <= 0:
-        raise InputError("--timeout must be > 0, got %g" % args.timeout)
+def run(options, texts, stdin=None, stdout=None):
+    """serving_client.py: predicts on `texts` (else --input_file or standard input)
+    with ClientOptions, writing one line per input to stdout."""
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    args = options
     url = predict_url(args.url)
     vocab_file, config_file = export_layout.resolve_assets(args.export_dir, args.vocab_file,
                                              args.serving_config)
@@ -593,9 +540,9 @@ def run(argv, stdin, stdout):
         raise InputError("--signature_name=text: %s has no text signature (exports of "
                          "classification and re-ranking models have one)" % config_file)
     # Many requests show how far they are on stderr (stdout holds the results).
-    progress = console.Progress("text", len(args.texts) if args.texts else None)
+    progress = console.Progress("text", len(texts) if texts else None)
     requests = 0
-    for batch in fileio.chunks(input_pairs(args, config, stdin), args.batch_size):
+    for batch in fileio.chunks(input_pairs(args, texts, config, stdin), args.batch_size):
         if args.signature_name == TEXT_SIGNATURE:
             features, layout = text_inputs(batch, config), None
         else:
@@ -617,20 +564,14 @@ def run(argv, stdin, stdout):
         progress.finish()
 
 
-def main(argv=None):
-    console.setup()
+def run_guarded(options, texts):
+    """run, where a server that cannot answer is one error line like a user's mistake,
+    and a reader that stops reading (head, say) is no failure."""
     try:
-        run(sys.argv[1:] if argv is None else argv, sys.stdin, sys.stdout)
-    except (InputError, ServingError) as e:
+        run(options, texts)
+    except ServingError as e:
         sys.stdout.flush()
         errors.fail(e)
     except BrokenPipeError:
-        # The reader (head, say) has had enough; that is not a failure. Point
-        # stdout at /dev/null so the interpreter's final flush does not fail too.
+        # Point stdout at /dev/null so the interpreter's final flush does not fail too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except KeyboardInterrupt:
-        sys.exit(130)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,8 +1,9 @@
-"""serving_server.py's settings: tensorflow_model_server's REST options of the same names."""
+"""The serving commands' settings: serving_server.py (tensorflow_model_server's REST
+options of the same names) and serving_client.py."""
 
 import dataclasses
 import os
-from typing import Optional
+from typing import Optional, Tuple
 
 from bert_toolkit.errors import InputError
 from bert_toolkit.options import Options, option
@@ -46,3 +47,44 @@ class ServerOptions(Options):
         if self.batch_timeout_micros < 0:
             raise InputError("--batch_timeout_micros must be >= 0, got %d"
                              % self.batch_timeout_micros)
+
+
+DEFAULT_SIGNATURE = "serving_default"
+TEXT_SIGNATURE = "text"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientOptions(Options):
+    """serving_client.py; the texts themselves come as the command's arguments."""
+    url: Optional[str] = option(
+        None, "The model's REST address, e.g. "
+        "http://127.0.0.1:8501/v1/models/sentiment[/versions/N].", required=True)
+    export_dir: Optional[str] = option(
+        None, "The exported model: its base path (output_dir/serving) or one version "
+        "folder; its assets.extra/ supplies the vocab and tokenizer settings.")
+    vocab_file: Optional[str] = option(None, "vocab.txt (instead of the export's).")
+    serving_config: Optional[str] = option(
+        None, "serving_config.json (instead of the export's).")
+    input_file: Optional[str] = option(
+        None, "One text (pairs: two, tab-separated) per line; '-' is standard input.")
+    text_b: Tuple[str, ...] = option(
+        (), "The second text of a pair, once per text given as an argument.")
+    batch_size: int = option(32, "Texts per request.", minimum=1)
+    output_format: str = option(
+        "tsv", "tsv: label, then one probability per label; jsonl: one JSON object per input "
+        "with its text(s).", choices=("tsv", "jsonl"))
+    request_format: str = option(
+        "row", "TensorFlow Serving's 'instances' (row) or 'inputs' (columnar) request body.",
+        choices=("row", "columnar"))
+    timeout: float = option(60.0, "Seconds to wait for each answer.")
+    signature_name: str = option(
+        DEFAULT_SIGNATURE, "serving_default: send token ids (tokenized here); text: send the "
+        "raw text to the export's text signature (tokenized in the model's graph).",
+        choices=(DEFAULT_SIGNATURE, TEXT_SIGNATURE))
+    null_score_diff_threshold: Optional[float] = option(
+        None, "Question answering, SQuAD 2.0: answer \"\" when the null score beats the best "
+        "span by more than this (default: the export's, from its training run).")
+
+    def check(self):
+        if self.timeout <= 0:
+            raise InputError("--timeout must be > 0, got %g" % self.timeout)

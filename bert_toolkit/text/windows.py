@@ -19,8 +19,8 @@ half the budget, cut as Google truncates) goes whole into every window.
 
 import numpy as np
 
-from bert_toolkit.text import tokenization
 from bert_toolkit.errors import InputError
+from bert_toolkit.text import tokenization
 
 AGGREGATIONS = ("mean", "max")
 

@@ -119,8 +119,7 @@ import os
 import re
 from typing import Optional, Tuple, Union
 
-from bert_toolkit import errors
-from bert_toolkit import fileio
+from bert_toolkit import errors, fileio
 from bert_toolkit.errors import check_labels, input_error, show, show_list
 
 # Training files of a few hundred MB are normal; reading them must not hold

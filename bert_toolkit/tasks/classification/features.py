@@ -50,7 +50,7 @@ def feature_rows(examples, tokenizer, max_seq_length, label_list, multi_label):
 
 def window_feature_rows(examples, tokenizer, max_seq_length, stride, label_list,
                         multi_label):
-    """Yields the feature dicts of every window of `examples` (text_windows.py),
+    """Yields the feature dicts of every window of `examples` (text/windows.py),
     each with its document's label and `doc_index`, the example's position."""
     texts_b = [e.text_b for e in examples]
     input_ids, input_mask, segment_ids, doc_index = text_windows.encode_windows(

@@ -171,8 +171,9 @@ class ClassifierTask(base_task.Task):
             return [(outputs.DEV_PREDICTIONS_FILE,
                      outputs.dev_prediction_lines(examples, predictions, self.label_list))]
         return [(outputs.GOOGLE_RESULTS_FILE, outputs.google_result_lines(predictions)),
-                (outputs.PREDICTIONS_FILE, outputs.prediction_lines(examples, predictions, self.label_list,
-                                                    self.multi_label, self.label_separator))]
+                (outputs.PREDICTIONS_FILE, outputs.prediction_lines(
+                    examples, predictions, self.label_list, self.multi_label,
+                    self.label_separator))]
 
     def report_from_predictions(self, written):
         return outputs.document_report(written[outputs.DEV_PREDICTIONS_FILE], self.label_list)

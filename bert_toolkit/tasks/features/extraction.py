@@ -28,9 +28,8 @@ import tensorflow as tf
 
 from bert_toolkit import console, fileio
 from bert_toolkit.engine import distribution, model_files
-from bert_toolkit.model import modeling
 from bert_toolkit.errors import InputError
-
+from bert_toolkit.model import modeling
 from bert_toolkit.tasks.features.options import GOOGLE_LAYERS
 
 tf1 = tf.compat.v1

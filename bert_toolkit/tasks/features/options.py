@@ -3,8 +3,7 @@
 import dataclasses
 from typing import Optional
 
-from bert_toolkit.engine.options import (DeviceOptions, ModelOptions, TokenizerOptions,
-                                         TpuOptions)
+from bert_toolkit.engine.options import DeviceOptions, ModelOptions, TokenizerOptions, TpuOptions
 from bert_toolkit.errors import InputError
 from bert_toolkit.options import option
 

@@ -45,8 +45,8 @@ What differs from the original, and why:
   distribution is the same.
 
 The functions below are pure given their random generators; `ShardWorker`
-turns one shard into framed TFRecord bytes (tfrecord_codec.py encodes them,
-without TensorFlow), and pretraining_writer.py streams the shards through
+turns one shard into framed TFRecord bytes (engine/tfrecord_codec.py encodes
+them, without TensorFlow), and writer.py streams the shards through
 worker processes into the output files.
 """
 
@@ -57,8 +57,8 @@ import random
 import numpy as np
 
 from bert_toolkit.engine import tfrecord_codec
-from bert_toolkit.text import tokenization
 from bert_toolkit.errors import InputError
+from bert_toolkit.text import tokenization
 
 _REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 

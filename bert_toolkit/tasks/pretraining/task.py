@@ -25,14 +25,20 @@ trained on (with the same global batch, in any layout).
 import tensorflow as tf
 
 from bert_toolkit import console, fileio
-from bert_toolkit.engine import checkpoints, launch, model_fn_builder, model_files, training_plan
-from bert_toolkit.engine import input_pipeline
-from bert_toolkit.engine import metrics
-from bert_toolkit.model import modeling
-from bert_toolkit.engine import tfrecord_codec
-from bert_toolkit.errors import InputError
-from bert_toolkit.tasks.pretraining.data import feature_lengths
+from bert_toolkit.engine import (
+    checkpoints,
+    input_pipeline,
+    launch,
+    metrics,
+    model_files,
+    model_fn_builder,
+    tfrecord_codec,
+    training_plan,
+)
 from bert_toolkit.engine.model_fn_builder import Head
+from bert_toolkit.errors import InputError
+from bert_toolkit.model import modeling
+from bert_toolkit.tasks.pretraining.data import feature_lengths
 
 tf1 = tf.compat.v1
 

@@ -18,11 +18,9 @@ import time
 
 import numpy as np
 
-from bert_toolkit import console
-from bert_toolkit import fileio, system
+from bert_toolkit import console, fileio, system
 from bert_toolkit.errors import InputError
 from bert_toolkit.tasks.pretraining.data import ShardWorker
-
 
 # -- reading documents ---------------------------------------------------------
 

@@ -21,7 +21,6 @@ import collections
 from bert_toolkit import fileio
 from bert_toolkit.errors import InputError, input_error
 
-
 Candidate = collections.namedtuple("Candidate", [
     "line_number", "qid", "pid", "query", "passage"])
 

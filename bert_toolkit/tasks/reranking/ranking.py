@@ -13,7 +13,6 @@ No TensorFlow.
 import collections
 import math
 
-
 MRR_DEPTH = 10
 
 

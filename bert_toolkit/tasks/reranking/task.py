@@ -16,11 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_toolkit import fileio
-from bert_toolkit.engine import base_task, fine_tuning
+from bert_toolkit.engine import base_task, fine_tuning, input_pipeline
 from bert_toolkit.tasks.classification import head as classifier_head
 from bert_toolkit.tasks.reranking import data, ranking
 from bert_toolkit.text import graph_tokenization
-from bert_toolkit.engine import input_pipeline
 
 LABELS = ("0", "1")
 ID_FEATURES = ("query_id", "passage_id")

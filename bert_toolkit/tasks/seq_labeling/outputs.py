@@ -25,9 +25,10 @@ def score_predictions_file(path, entity_types=(), encoding="utf-8"):
     sentences = readers.read_conll(path, "predict", labelled=True, encoding=encoding)
     if len(sentences[0].columns[0]) < 3:
         raise input_error(path, sentences[0].line_numbers[0], "expected token, gold "
-                             "label and predicted label columns")
-    return conlleval.entity_report(conlleval.entity_counts([[c[-2] for c in s.columns] for s in sentences],
-                                       [s.labels for s in sentences]), entity_types)
+                          "label and predicted label columns")
+    gold = [[columns[-2] for columns in sentence.columns] for sentence in sentences]
+    predicted = [sentence.labels for sentence in sentences]
+    return conlleval.entity_report(conlleval.entity_counts(gold, predicted), entity_types)
 
 
 def conll_lines(sentences, predicted):

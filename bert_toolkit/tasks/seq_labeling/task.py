@@ -11,8 +11,7 @@ import os
 
 from bert_toolkit.engine import base_task, fine_tuning, run_folder, scores
 from bert_toolkit.errors import InputError
-from bert_toolkit.tasks.seq_labeling import (conlleval, features, head, outputs, punctuation,
-                                             readers)
+from bert_toolkit.tasks.seq_labeling import conlleval, features, head, outputs, punctuation, readers
 
 
 class SeqLabelingTask(base_task.Task):

@@ -13,7 +13,6 @@ null score threshold.
 import collections
 import math
 
-
 from bert_toolkit.tasks.squad import features as squad_features
 from bert_toolkit.text import tokenization
 

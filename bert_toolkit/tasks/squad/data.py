@@ -12,7 +12,6 @@ was expected>`, where the place reads like `data[2].paragraphs[0].qas[5]`.
 import collections
 import json
 
-
 from bert_toolkit import fileio
 from bert_toolkit.errors import InputError, show
 

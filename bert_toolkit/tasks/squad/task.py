@@ -10,7 +10,7 @@ an end logit per position; the loss is the mean of the start and end
 cross-entropies. Padding positions get -10000 (they can never be answers, and
 the loss does not depend on how far a batch is padded).
 
-Answers are made from the windows' logits by squad_answers.py, as Google's
+Answers are made from the windows' logits by answers.py, as Google's
 script makes them.
 
 Output files, as Google's: predictions.json (id -> text),
@@ -26,14 +26,13 @@ import tempfile
 import tensorflow as tf
 
 from bert_toolkit import console
-from bert_toolkit.engine import base_task, fine_tuning, model_files
-from bert_toolkit.engine import input_pipeline
+from bert_toolkit.engine import base_task, fine_tuning, input_pipeline, model_files
+from bert_toolkit.engine.model_fn_builder import Head
 from bert_toolkit.errors import InputError
 from bert_toolkit.tasks.squad import answers as squad_answers
 from bert_toolkit.tasks.squad import data as squad_data
-from bert_toolkit.tasks.squad import features as squad_features
 from bert_toolkit.tasks.squad import evaluation as squad_eval
-from bert_toolkit.engine.model_fn_builder import Head
+from bert_toolkit.tasks.squad import features as squad_features
 
 tf1 = tf.compat.v1
 

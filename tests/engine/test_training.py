@@ -1,0 +1,36 @@
+"""The training log line (engine/training.py)."""
+
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+
+def test_training_log_line_shows_mfu_and_the_numbers_of_the_last_update(monkeypatch):
+    """Two calls make one accumulated update: the line counts both calls' FLOPs
+    (each at its own sequence length) and shows the gradient norm of the call
+    that updated, not the NaN of the call that only accumulated."""
+    import collections
+
+    from bert_toolkit.engine import training
+    lines = []
+    monkeypatch.setattr(training.console, "info",
+                        lambda message, *a: lines.append(message % a if a else message))
+    clock = iter([100.0, 101.0, 103.0])
+    monkeypatch.setattr(training.time, "time", lambda: next(clock))
+    with tf.Graph().as_default():
+        tf1.train.get_or_create_global_step()
+        hook = training.TrainingLogHook(
+            {}, examples_per_call=4, every_n_steps=1, total_steps=10,
+            flops_per_example=lambda length: 1e9 * length, matmul_peak_flops=1e12)
+        hook.begin()
+    Values = collections.namedtuple("Values", ["results"])
+    for step, closed, norm, length in [(0, True, 1.0, 16), (0, False, np.nan, 10),
+                                       (1, True, 2.5, 20)]:
+        hook.after_run(None, Values({"global_step": step, "loss": 0.5, "gradient_norm": norm,
+                                     training.CYCLE_CLOSED: closed,
+                                     training.SEQUENCE_LENGTH: length}))
+    # 4 examples x 1e9 x (10 + 20) FLOPs in the 3 s since the first call, peak 1e12.
+    assert len(lines) == 1 and lines[0].startswith("step 1/10 (10%), 2.7 examples/s")
+    assert "gradient norm 2.5" in lines[0] and lines[0].endswith("MFU 4.0%")
