@@ -111,7 +111,7 @@ def test_the_api_page_trains_a_classifier_then_a_tagger_in_one_process(tmp_path)
     lines = result.stdout.strip().splitlines()
     classifier, tagger = lines[0].split(), lines[1].split()
     assert classifier[0] == "classifier:" and 0.5 < float(classifier[1]) <= 1.0
-    assert os.path.isfile(os.path.join(classifier[2], "saved_model.pb"))
+    assert os.path.isfile(os.path.join(str(tmp_path), classifier[2], "saved_model.pb"))
     assert tagger[0] == "tagger:" and 0.0 <= float(tagger[1]) <= 1.0
     assert re.search(r"model\.ckpt-\d+$", tagger[2])
     answers = lines[2:]
