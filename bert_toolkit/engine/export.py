@@ -15,7 +15,7 @@ serving_default feeds them and `text` feeds the texts.
 
 `extra_inputs` adds int32 inputs that the model ignores, so that requests
 written for another export keep being accepted unchanged: the multi-GPU
-fork's clients send a `label_ids` input (see classifier.SERVING_COMPAT).
+fork's clients send a `label_ids` input (see tasks/classification/options.py, SERVING_COMPAT).
 """
 
 import collections

@@ -9,7 +9,12 @@ from bert_toolkit.options import option
 from bert_toolkit.tasks.classification import data
 from bert_toolkit.text import windows
 
-SERVING_COMPAT = ("bert_multi_gpu",)
+# --serving_compat: exports whose serving_default answers another project's
+# clients unchanged. bert_multi_gpu, the multi-GPU fork's: it also takes the
+# fork's label_ids input (ignored; its README's request sends "label_ids": [0]
+# per instance, so any [batch, n] is accepted) and returns the probabilities
+# alone, so TensorFlow Serving answers {"predictions": [[p0, p1], ...]}.
+SERVING_COMPAT = {"bert_multi_gpu": {"label_ids": [None, None]}}
 LONG_TEXT = ("truncate", "windows")
 
 # The custom task's settings: None means "the processor's default" (data.py).
@@ -30,7 +35,7 @@ class ClassifierOptions(FineTuningOptions, PoolingOptions):
         None, "With --save_for_serving: a serving_default signature for another project's "
         "clients. bert_multi_gpu: the multi-GPU fork's request body (input_ids, input_mask, "
         "segment_ids and label_ids, ignored) answered with the probabilities alone. "
-        "Default: this toolkit's signature.", choices=SERVING_COMPAT, case_sensitive=False)
+        "Default: this toolkit's signature.", choices=sorted(SERVING_COMPAT), case_sensitive=False)
     class_weights: Optional[str] = option(
         None, "Training loss weight per label: 'balanced' (inverse frequency in the training "
         "file) or one number per label in label-list order, comma-separated. Single-label "

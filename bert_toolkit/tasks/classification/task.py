@@ -13,6 +13,7 @@ from bert_toolkit.engine import base_task, fine_tuning, run_folder
 from bert_toolkit.errors import InputError
 from bert_toolkit.tasks import registry
 from bert_toolkit.tasks.classification import data, features, head, outputs
+from bert_toolkit.tasks.classification.options import SERVING_COMPAT
 from bert_toolkit.text import graph_tokenization
 
 
@@ -90,14 +91,6 @@ def label_weights(examples, label_list, options, multi_label):
     console.info("class weights: %s", ", ".join(
         "%s %.4g" % (label, weight) for label, weight in zip(label_list, weights)))
     return weights
-
-
-# --serving_compat: exports whose serving_default answers another project's
-# clients unchanged. bert_multi_gpu, the multi-GPU fork's: it also takes the
-# fork's label_ids input (ignored; its README's request sends "label_ids": [0]
-# per instance, so any [batch, n] is accepted) and returns the probabilities
-# alone, so TensorFlow Serving answers {"predictions": [[p0, p1], ...]}.
-SERVING_COMPAT = {"bert_multi_gpu": {"label_ids": [None, None]}}
 
 
 class ClassifierTask(base_task.Task):
