@@ -24,11 +24,13 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(options_class, flag_values=FLAGS, key_module=None):
-    """Defines one flag per field of `options_class` (skipping those already defined
-    the same way); `key_module`: the module whose --help lists them."""
+    """Defines one flag per field of `options_class`; `key_module`: the module whose
+    --help lists them. A field named like a flag already defined (one of absl's
+    own, say) is a mistake in the class: ValueError."""
     for field in dataclasses.fields(options_class):
         if field.name in flag_values:
-            continue
+            raise ValueError("%s.%s: a flag --%s is already defined"
+                             % (options_class.__name__, field.name, field.name))
         define_flag(field, flag_values)
         if key_module:
             flag_values.register_key_flag_for_module(key_module, flag_values[field.name])
