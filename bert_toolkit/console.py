@@ -18,6 +18,16 @@ _LOGGER = logging.getLogger("bert_toolkit")
 # A progress line at least this often, even when log_every_n_steps is far away.
 PROGRESS_SECONDS = 30.0
 
+# TensorFlow's WARNING lines about what a run does on purpose: the distribute
+# coordinator of a multi-worker run, which only trains, says it has no
+# evaluation function and no evaluation strategy.
+_FRAMEWORK_NOTES = ("`eval_fn` is not passed in", "`eval_strategy` is not passed in")
+
+
+class _WithoutFrameworkNotes(logging.Filter):
+    def filter(self, record):
+        return not str(record.msg).startswith(_FRAMEWORK_NOTES)
+
 
 def setup(verbose=False):
     """Our lines to stderr, plain; TensorFlow's INFO lines and per-call deprecation
@@ -34,9 +44,12 @@ def setup(verbose=False):
         _LOGGER.setLevel(logging.INFO)
         _LOGGER.propagate = False
     verbose = verbose or verbose_by_environment()
-    logging.getLogger("tensorflow").setLevel(logging.INFO if verbose else logging.WARNING)
+    tensorflow_logger = logging.getLogger("tensorflow")
+    tensorflow_logger.setLevel(logging.INFO if verbose else logging.WARNING)
     if verbose:
         return
+    if not any(isinstance(f, _WithoutFrameworkNotes) for f in tensorflow_logger.filters):
+        tensorflow_logger.addFilter(_WithoutFrameworkNotes())
     # Libraries that log through absl directly (TensorFlow's SavedModel loader,
     # say) would print INFO lines between ours.
     logging.getLogger("absl").setLevel(logging.WARNING)
@@ -45,7 +58,7 @@ def setup(verbose=False):
 
         # TensorFlow's logger has its own handler; propagating to absl's root
         # handler would print every line twice.
-        logging.getLogger("tensorflow").propagate = False
+        tensorflow_logger.propagate = False
         # The tf.compat.v1 API we build on is deprecated by design; repeating so
         # on every call buries the log.
         deprecation._PRINT_DEPRECATION_WARNINGS = False

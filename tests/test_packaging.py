@@ -18,6 +18,7 @@ import pytest
 from tiny import REPO, write_sentiment_csv, write_tiny_model
 
 COMMANDS = ("bert-toolkit", "bert-run-classifier", "bert-run-custom-classifier",
+            "bert-run-custom-classifier-mlabel",
             "bert-run-seq-labeling", "bert-run-squad", "bert-run-reranking",
             "bert-run-pretraining", "bert-create-pretraining-data", "bert-extract-features",
             "bert-convert-hf-checkpoint", "bert-serving-server", "bert-serving-client")

@@ -3,6 +3,7 @@
     script                       console command               task (registry.py)
     run_classifier.py            bert-run-classifier           classifier
     run_custom_classifier.py     bert-run-custom-classifier    classifier
+    run_custom_classifier_mlabel.py  bert-run-custom-classifier-mlabel  classifier_mlabel
     run_seq_labeling.py          bert-run-seq-labeling         seq_labeling
     run_squad.py                 bert-run-squad                squad
     run_reranking.py             bert-run-reranking            reranking
@@ -48,6 +49,10 @@ def run_tool(name):
 
 def run_classifier():
     run_task("classifier")
+
+
+def run_classifier_mlabel():
+    run_task("classifier_mlabel")
 
 
 def run_seq_labeling():

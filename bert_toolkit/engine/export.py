@@ -13,9 +13,11 @@ TensorFlow Serving runs it), with the outputs of serving_default plus
 id inputs are placeholders whose default is the tokenized text, so
 serving_default feeds them and `text` feeds the texts.
 
-`extra_inputs` adds int32 inputs that the model ignores, so that requests
-written for another export keep being accepted unchanged: the multi-GPU
-fork's clients send a `label_ids` input (see tasks/classification/options.py, SERVING_COMPAT).
+`extra_inputs` adds int32 inputs that BERT ignores, so that requests written
+for another export keep being accepted unchanged: the multi-GPU fork's
+clients send a `label_ids` input, and its token labeller's an `output_mask`
+and a `seq_len` too (--serving_compat). They reach the task's head as
+features, which may echo one back (the fork's `seq_len` output).
 """
 
 import collections
@@ -43,7 +45,8 @@ tf.string [batch])."""
 def serving_input_receiver_fn(max_seq_length, text=None, extra_inputs=None):
     """int32 input_ids, input_mask, segment_ids of shape [batch, max_seq_length]; with
     `text` (a TextSignature) also the raw-text inputs, as an alternative; and the
-    ignored `extra_inputs` (name -> shape) in serving_default only."""
+    `extra_inputs` (name -> shape) in serving_default only, features the model
+    does not feed to BERT."""
     def receiver_fn():
         # Placeholders must be made here, inside the export graph, not at import.
         ignored = {name: tf1.placeholder(tf.int32, shape, name=name)
@@ -51,7 +54,8 @@ def serving_input_receiver_fn(max_seq_length, text=None, extra_inputs=None):
         if text is None:
             features = {name: tf1.placeholder(tf.int32, [None, max_seq_length], name=name)
                         for name in export_layout.SERVING_INPUTS}
-            return tf.estimator.export.ServingInputReceiver(features, dict(features, **ignored))
+            return tf.estimator.export.ServingInputReceiver(dict(features, **ignored),
+                                                            dict(features, **ignored))
         texts = {name: tf1.placeholder(tf.string, [None], name=name) for name in text.inputs}
         from_text = text.features_fn(texts)
         features = {name: tf1.placeholder_with_default(from_text[name],
@@ -60,7 +64,7 @@ def serving_input_receiver_fn(max_seq_length, text=None, extra_inputs=None):
         batch = tf.shape(texts[text.inputs[0]])[0]
         tf.tile(tf.constant([list(text.labels)]), [batch, 1], name=_TEXT_LABELS)
         return tf.estimator.export.ServingInputReceiver(
-            features, dict(features, **ignored),
+            dict(features, **ignored), dict(features, **ignored),
             receiver_tensors_alternatives={TEXT_SIGNATURE: texts})
     return receiver_fn
 

@@ -44,13 +44,15 @@ def confusion_matrix_metric(label_ids, predicted_ids, num_labels, weights=None):
 
 
 def multi_label_counts_metric(label_multi_hot, predicted_multi_hot, weights=None):
-    """Streams [num_labels, 3] counts of (true positives, false positives, false negatives)."""
+    """Streams [num_labels, 4] counts of (true positives, false positives, false
+    negatives, true negatives)."""
     truth = tf.cast(label_multi_hot, tf.float32)
     predicted = tf.cast(predicted_multi_hot, tf.float32)
     counts = tf.stack([truth * predicted, (1.0 - truth) * predicted,
-                       truth * (1.0 - predicted)], axis=-1)  # [batch, labels, 3]
+                       truth * (1.0 - predicted), (1.0 - truth) * (1.0 - predicted)],
+                      axis=-1)  # [batch, labels, 4]
     if weights is not None:
         counts *= tf.cast(weights, tf.float32)[:, tf.newaxis, tf.newaxis]
     num_labels = label_multi_hot.shape[-1]
-    return streaming_counts("multi_label_counts", [num_labels, 3],
+    return streaming_counts("multi_label_counts", [num_labels, 4],
                             tf.reduce_sum(counts, axis=0))

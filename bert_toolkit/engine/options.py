@@ -7,6 +7,7 @@
     RunOptions        a training run: output, batches, optimizer, precision, cluster
     FineTuningOptions a fine-tuning run: data, epochs, prediction, export, model selection
     PoolingOptions    what a one-vector-per-example head reads
+    ServingCompatOptions  an export that answers another project's clients
 
 A task's options class inherits the concerns it uses and adds its own
 (bert_toolkit/tasks/*/options.py); the scripts' flags are made from those
@@ -27,6 +28,7 @@ from bert_toolkit.options import Options, option
 PRECISIONS = ("fp32", "fp16", "bf16", "auto")
 OPTIMIZERS = ("adamw", "lamb")
 CLUSTER_MODES = ("auto", "tf_config", "slurm", "local")
+SERVING_COMPAT = ("bert_multi_gpu",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,3 +239,14 @@ class PoolingOptions(Options):
         "pooler", "How the head sees an example: pooler = Google's pooled [CLS] output; "
         "mean = the mean of the tokens' final states (for sentence-transformers models such "
         "as all-MiniLM-L6-v2, whose pooler was never trained).", choices=POOLING_MODES)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingCompatOptions(Options):
+    serving_compat: Optional[str] = option(
+        None, "With --save_for_serving: a serving_default signature for another project's "
+        "clients. bert_multi_gpu: the multi-GPU fork's request body and answer (classifier: "
+        "its label_ids input, ignored, answered with the probabilities alone; token "
+        "labelling: its label_ids, output_mask and seq_len inputs, answered with predictions "
+        "and seq_len). Default: this toolkit's signature.", choices=SERVING_COMPAT,
+        case_sensitive=False)

@@ -76,9 +76,12 @@ def classification_report(confusion, label_names, positive_label=None):
 
 
 def multi_label_report(counts, label_names):
-    """Micro and macro precision/recall/F1 from [num_labels, 3] (tp, fp, fn) counts."""
+    """Micro and macro precision/recall/F1, and each label's precision, recall, F1 and
+    accuracy, from [num_labels, 4] (tp, fp, fn, tn) counts; also the multi-GPU
+    fork's keys for label i: eval_accuracy_i, eval_precision_i, eval_recall_i,
+    eval_f1score_i."""
     counts = np.asarray(counts, dtype=np.float64)
-    tp, fp, fn = counts[:, 0], counts[:, 1], counts[:, 2]
+    tp, fp, fn, tn = counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3]
     precision = safe_divide(tp, tp + fp)
     recall = safe_divide(tp, tp + fn)
     f1 = f1_score(precision, recall)
@@ -92,8 +95,14 @@ def multi_label_report(counts, label_names):
         "macro_recall": float(recall.mean()),
         "macro_f1": float(f1.mean()),
     }
+    accuracy = safe_divide(tp + tn, tp + fp + fn + tn)
+    report["num_examples"] = int(round(float(counts[0].sum()))) if len(counts) else 0
     for index, name in enumerate(label_names):
-        report["f1[%s]" % name] = float(f1[index])
+        for key, values in (("precision", precision), ("recall", recall), ("f1", f1),
+                            ("accuracy", accuracy)):
+            report["%s[%s]" % (key, name)] = float(values[index])
+            fork_key = "f1score" if key == "f1" else key
+            report["eval_%s_%d" % (fork_key, index)] = float(values[index])
     return report
 
 

@@ -28,6 +28,8 @@ Entry = collections.namedtuple("Entry", ["name", "options_class", "run"])
 _BUILT_IN = {
     "classifier": ("bert_toolkit.tasks.classification.options:ClassifierOptions",
                    "bert_toolkit.tasks.classification.task:run"),
+    "classifier_mlabel": ("bert_toolkit.tasks.classification.options:MlabelOptions",
+                          "bert_toolkit.tasks.classification.task:run"),
     "seq_labeling": ("bert_toolkit.tasks.seq_labeling.options:SeqLabelingOptions",
                      "bert_toolkit.tasks.seq_labeling.task:run"),
     "squad": ("bert_toolkit.tasks.squad.options:SquadOptions",

@@ -294,9 +294,41 @@ def _server_base_is_a_file(w, case):
     return os.path.join(case, "serving")
 
 
+def _mlabel_data(train):
+    """A data folder of the fork's Mlabel layout whose train.tsv is `train`."""
+    def data(w, case):
+        header = "id\ttext\t" + "\t".join("label_%d" % i for i in range(3)) + "\n"
+        return _files(os.path.join(case, "data"), {
+            "train.tsv": train, "dev.tsv": header + "d1\tthe plot\t0\t1\t0\n"})
+    return data
+
+
+def mlabel(train, **flags):
+    """run_custom_classifier_mlabel.py, the fork's multi-label script, on `train`."""
+    settings = dict(task_name="Mlabel", num_labels="3", text_a_column=None, label_column=None)
+    settings.update(flags)
+    return classifier(script="run_custom_classifier_mlabel.py", data=_mlabel_data(train),
+                      **settings)
+
+
+_MLABEL_HEADER = "id\ttext\tlabel_0\tlabel_1\tlabel_2\n"
+
+
 # -- the table ----------------------------------------------------------------------
 
 CASES = {
+    # run_custom_classifier_mlabel.py (the fork's multi-label layout)
+    "mlabel_label_not_binary": Case(
+        mlabel(_MLABEL_HEADER + "a\tthe movie\t1\t0\t0\nb\tthe film\t0\t2\t1\n"),
+        ["{case}/data/train.tsv:3: a label column holds '2'; expected 0 or 1"]),
+    "mlabel_row_without_its_labels": Case(
+        mlabel(_MLABEL_HEADER + "a\tthe movie\t1\t0\n"),
+        ["{case}/data/train.tsv:2: expected 5 fields (id, text, 3 labels), got 4"]),
+    "mlabel_num_labels_other_than_the_header": Case(
+        mlabel(_MLABEL_HEADER + "a\tthe movie\t1\t0\t0\n", num_labels="10"),
+        ["{case}/data/train.tsv:1: the header has 3 label column(s) after id and text; "
+         "--num_labels=10"]),
+
     # run_classifier.py (Google's name; the custom task's data through its flags)
     "classifier_learning_rate_nan": Case(
         classifier(learning_rate="nan"), ["--learning_rate must be a finite number"]),
@@ -637,6 +669,6 @@ def test_bad_input_is_one_error_line(results, name):
 def test_the_table_covers_every_script_with_over_a_hundred_cases():
     from test_classifier_bad_input import CASES as CLASSIFIER_CASES
     scripts = {name.split("_")[0] for name in CASES}
-    assert scripts >= {"classifier", "ner", "rerank", "pretraining", "data", "convert",
-                       "extract", "server", "client"}
+    assert scripts >= {"classifier", "mlabel", "ner", "rerank", "pretraining", "data",
+                       "convert", "extract", "server", "client"}
     assert len(CASES) + len(CLASSIFIER_CASES) >= 100

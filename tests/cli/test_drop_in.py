@@ -2,8 +2,9 @@
 
 google-research/bert's README (run_classifier.py on MRPC, the predict recipe
 with a fine-tuned --init_checkpoint, create_pretraining_data.py and
-run_pretraining.py) and bert-multi-gpu's (run_custom_classifier.py on QQP,
-run_seq_labeling.py on PUNCT, its curl request to TensorFlow Serving) run here
+run_pretraining.py) and bert-multi-gpu's (run_custom_classifier.py on QQP and
+its curl request to TensorFlow Serving; its sequence tasks, multi-label script
+and wrapper are test_fork_tasks.py's) run here
 as written, in bash, on tiny data in the layouts they expect. Only the paths
 move into the test's folder, and the fork's GPU flags (--use_gpu,
 --num_gpu_cores, --use_fp16) are dropped. Outputs are parsed the way the
@@ -24,7 +25,6 @@ import tensorflow as tf
 from bert_toolkit import errors
 from bert_toolkit.engine import checkpoints
 from bert_toolkit.model import optimization
-from bert_toolkit.tasks.seq_labeling import punctuation
 from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
 
 from servers import server_url, start_server, stop
@@ -192,8 +192,8 @@ def write_pairs(path, header, count, rng, row):
 @pytest.fixture(scope="module")
 def cfs(tmp_path_factory):
     """The fork's /cfs/ tree: a tiny model with bert-base's vocab size (so the curl
-    request's ids are in range) and 128 positions, QQP in GLUE's layout and PUNCT
-    in the fork's."""
+    request's ids are in range) and 128 positions, and QQP in GLUE's layout (its
+    sequence and multi-label tasks: test_fork_tasks.py)."""
     root = tmp_path_factory.mktemp("cfs")
     write_tiny_model(str(root / "models" / "bert-large-uncased"), vocab_size=30522,
                      max_position_embeddings=128)
@@ -207,16 +207,6 @@ def cfs(tmp_path_factory):
                                                  label])
     write_pairs(str(qqp / "test.tsv"), ["id", "question1", "question2"], 5, rng,
                 lambda i, a, b, label: [str(i), a, b])
-    punct = root / "data" / "PUNCT"
-    punct.mkdir()
-    for split, count in (("train", 40), ("dev", 8), ("test", 5)):
-        with open(str(punct / (split + ".tsv")), "w") as f:
-            for _ in range(count):
-                words = sentence(rng, 4, 9).split()
-                labels = ["O"] * (len(words) - 1) + [rng.choice(["PERIOD", "QUESTION"])]
-                labels[1] = "COMMA" if len(words) > 5 else labels[1]
-                f.write(" ".join(words) + ("" if split == "test" else
-                                           "\t" + " ".join(labels)) + "\n")
     return str(root)
 
 
@@ -314,24 +304,6 @@ def test_the_forks_qqp_command_and_its_rest_request(cfs):
     assert len(row) == 2 and abs(sum(row) - 1.0) < 1e-5
 
 
-def test_the_forks_punct_command(cfs):
-    output_dir = os.path.join(cfs, "outputs", "bert-large-uncased-punct")
-    run_readme(FORK_PUNCT, drop=_GPU_FLAGS, replace=[("/cfs/", cfs + "/")])
-    with open(os.path.join(cfs, "data", "PUNCT", "test.tsv")) as f:
-        test_words = [line.split() for line in f]
-    with open(os.path.join(output_dir, "test_results.tsv")) as f:  # the fork's file
-        predicted = [line.rstrip("\n").split(" ") for line in f]
-    assert [len(labels) for labels in predicted] == [len(words) for words in test_words]
-    assert {label for labels in predicted for label in labels} <= set(
-        punctuation.PUNCT_LABELS)
-    report = read_eval_results(os.path.join(output_dir, "eval_results.txt"))
-    assert report["global_step"] == int(40 / 32 * 10.0)
-    assert {"eval_accuracy", "eval_precision", "eval_recall", "eval_f1score", "loss"} <= set(
-        report)
-    assert os.path.exists(os.path.join(output_dir, "test_results.txt"))  # ours, beside it
-    assert os.listdir(os.path.join(output_dir, "serving"))
-
-
 def test_the_forks_sequence_layout_and_tasks(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_text("EU rejects German call\tB-ORG O B-MISC O\n\nPeter Blackburn\tB-PER I-PER\n")
@@ -341,8 +313,6 @@ def test_the_forks_sequence_layout_and_tasks(tmp_path):
     assert sentences[1].labels == ("B-PER", "I-PER")
     assert seq_labeling_readers.task_kind("named_entity") == "ner"
     assert seq_labeling_readers.task_kind("norm") == "pos"
-    assert set(seq_labeling_readers.labels_of(sentences)) <= set(
-        seq_labeling_readers.FORK_DEFAULT_LABELS["named_entity"])
     assert seq_labeling_readers.is_sentence_lines("punct", "d/train.tsv")
     assert not seq_labeling_readers.is_sentence_lines("punct", "d/train.txt")
     assert not seq_labeling_readers.is_sentence_lines("ner", "d/train.tsv")  # CoNLL in .tsv

@@ -32,11 +32,16 @@ def test_matthews_is_zero_when_one_class_is_always_predicted():
 
 
 def test_multi_label_report_micro_and_macro():
-    # per label: tp, fp, fn
-    report = scores.multi_label_report([[8, 2, 0], [1, 0, 3]], ["a", "b"])
+    # per label: tp, fp, fn, tn (10 examples)
+    report = scores.multi_label_report([[8, 2, 0, 0], [1, 0, 3, 6]], ["a", "b"])
     assert report["micro_precision"] == pytest.approx(9 / 11)
     assert report["micro_recall"] == pytest.approx(9 / 12)
     assert report["f1[b]"] == pytest.approx(2 * 1.0 * 0.25 / 1.25)
+    assert report["num_examples"] == 10
+    assert report["accuracy[a]"] == pytest.approx(0.8) and report["accuracy[b]"] == 0.7
+    # The multi-GPU fork's run_custom_classifier_mlabel.py keys, by label index.
+    assert report["eval_accuracy_1"] == 0.7 and report["eval_precision_0"] == 0.8
+    assert report["eval_recall_1"] == 0.25 and report["eval_f1score_1"] == report["f1[b]"]
 
 
 def test_streamed_confusion_matrix_merges_replicas_exactly():

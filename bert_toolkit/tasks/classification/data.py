@@ -481,6 +481,28 @@ def register_processor(name):
     return register
 
 
+def find_processor_class(task_name, module):
+    """A processor class of `module` named as Google's users name theirs: the task name
+    plus "Processor", in any case ("spam" -> SpamProcessor), or None."""
+    wanted = re.sub(r"[^0-9a-z]", "", str(task_name).lower()) + "processor"
+    for name, value in vars(module).items():
+        if name.lower() == wanted and isinstance(value, type) and all(
+                hasattr(value, method) for method in ("get_train_examples",
+                                                      "get_dev_examples",
+                                                      "get_test_examples", "get_labels")):
+            return value
+    return None
+
+
+def labels_of(processor, data_dir):
+    """processor.get_labels(data_dir), or get_labels() for a processor written for
+    Google's run_classifier.py (whose get_labels takes no data_dir)."""
+    parameters = inspect.signature(processor.get_labels).parameters
+    if parameters:
+        return processor.get_labels(data_dir)
+    return processor.get_labels()
+
+
 def get_processor(task_name, **options):
     """A new processor for `task_name` (case-insensitive) built with `options`.
 
@@ -490,8 +512,10 @@ def get_processor(task_name, **options):
     """
     key = str(task_name).strip().lower()
     if key not in PROCESSORS:
-        raise errors.InputError("--task_name: unknown task %s; known tasks: %s"
-                                % (show(task_name), ", ".join(sorted(PROCESSORS))))
+        raise errors.InputError("--task_name: unknown task %s; known tasks: %s (yours: "
+                                "--processor_module with a %sProcessor class)"
+                                % (show(task_name), ", ".join(sorted(PROCESSORS)),
+                                   re.sub(r"[^0-9a-z]", "", key).capitalize()))
     cls = PROCESSORS[key]
     options = {k: v for k, v in options.items() if v is not None}
     parameters = inspect.signature(cls).parameters.values()
@@ -877,3 +901,90 @@ class CustomProcessor(DataProcessor):
                 raise errors.InputError("--%s and --%s name the same key %s"
                                         % (owner[key], flag, show(key)))
             owner[key] = flag
+
+
+@register_processor("mlabel")
+class MlabelProcessor(DataProcessor):
+    """The multi-GPU fork's multi-label task (its run_custom_classifier_mlabel.py).
+
+    train.tsv, dev.tsv and test.tsv in data_dir, tab-separated with quoting
+    disabled, a header row first, then `id, text, label_0 ... label_{N-1}`,
+    each label 0 or 1; test rows need only the id and the text. The label
+    names are the training file's header names of its label columns (in
+    column order, which is the order of test_results.tsv's probabilities).
+    num_labels: N, checked against every row (None: the header's columns - 2).
+    """
+
+    is_multi_label = True
+
+    def __init__(self, num_labels=None, encoding="utf-8"):
+        if num_labels is not None and (isinstance(num_labels, bool) or
+                                       not isinstance(num_labels, int) or num_labels < 1):
+            raise errors.InputError("--num_labels must be a whole number >= 1, got %s"
+                                    % show(num_labels))
+        self._num_labels = num_labels
+        self._encoding = fileio.check_encoding(encoding)
+
+    def get_train_examples(self, data_dir):
+        return self._read(os.path.join(data_dir, "train.tsv"), "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._read(os.path.join(data_dir, "dev.tsv"), "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._read(os.path.join(data_dir, "test.tsv"), "test")
+
+    def get_labels(self, data_dir=None):
+        """The header names of the label columns of train.tsv (else dev.tsv)."""
+        paths = [os.path.join(data_dir or "", name) for name in ("train.tsv", "dev.tsv")]
+        path = next((p for p in paths if os.path.isfile(p)), paths[0])
+        for line_number, header in read_delimited(path, "\t", encoding=self._encoding):
+            return list(self._label_names(header, path, line_number))
+        raise input_error(path, None, "no header row: expected id, text, then the label "
+                          "columns")
+
+    def _label_names(self, header, path, line_number):
+        names = tuple(name.strip() for name in header[2:])
+        expected = self._num_labels if self._num_labels is not None else len(names)
+        if not names or len(names) != expected:
+            raise input_error(path, line_number, "the header has %d label column(s) after id "
+                              "and text; --num_labels=%d" % (len(names), expected))
+        if len(set(names)) != len(names) or not all(names):
+            names = tuple("label_%d" % i for i in range(len(names)))
+        return names
+
+    def _read(self, path, split):
+        rows = read_delimited(path, "\t", encoding=self._encoding)
+        header = next(rows, None)
+        if header is None:
+            raise input_error(path, None, "no header row: expected id, text, then the label "
+                              "columns")
+        labelled = split != "test"
+        names = self._label_names(header[1], path, header[0]) if labelled else None
+        examples, ids = [], {}
+        for line_number, fields in rows:
+            if len(fields) < 2 or (labelled and len(fields) != 2 + len(names)):
+                raise input_error(path, line_number, "expected %s fields (id, text%s), got %d"
+                                  % (2 + len(names) if labelled else "at least 2",
+                                     ", %d labels" % len(names) if labelled else "",
+                                     len(fields)))
+            guid, text = fields[0].strip(), fields[1].strip()
+            if not text:
+                raise input_error(path, line_number, "the text (second column) is empty")
+            if guid and guid in ids:
+                raise input_error(path, line_number, "id %s already used on line %d"
+                                  % (show(guid), ids[guid]))
+            ids[guid] = line_number
+            label = None
+            if labelled:
+                values = [value.strip() for value in fields[2:]]
+                bad = next((v for v in values if v not in ("0", "1")), None)
+                if bad is not None:
+                    raise input_error(path, line_number, "a label column holds %s; expected 0 "
+                                      "or 1" % show(bad))
+                label = tuple(name for name, value in zip(names, values) if value == "1")
+            examples.append(InputExample(guid or "%s-%d" % (split, len(examples)), text,
+                                         label=label))
+        if not examples:
+            raise input_error(path, None, "no examples: the file has only a header")
+        return examples

@@ -57,7 +57,8 @@ def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
     dropout_prob: dropout on the pooled output in training (Google's code fixes
     0.1, the hidden_dropout_prob of its configs; pass the config's value).
     pooling: one of modeling.POOLING_MODES.
-    probabilities_only: the export returns the probabilities alone (SERVING_COMPAT).
+    probabilities_only: the export returns the probabilities alone (the multi-GPU
+      fork's signature, --serving_compat).
     label_weights: single-label only, a loss weight per label (class_weights);
     the training loss is the mean of weight[label] x cross-entropy, the eval
     loss stays the plain mean (comparable across runs).

@@ -3,18 +3,17 @@
 import dataclasses
 from typing import Optional, Union
 
-from bert_toolkit.engine.options import FineTuningOptions, PoolingOptions
+from bert_toolkit.engine.options import FineTuningOptions, PoolingOptions, ServingCompatOptions
 from bert_toolkit.errors import InputError
 from bert_toolkit.options import option
 from bert_toolkit.tasks.classification import data
 from bert_toolkit.text import windows
 
-# --serving_compat: exports whose serving_default answers another project's
-# clients unchanged. bert_multi_gpu, the multi-GPU fork's: it also takes the
-# fork's label_ids input (ignored; its README's request sends "label_ids": [0]
-# per instance, so any [batch, n] is accepted) and returns the probabilities
-# alone, so TensorFlow Serving answers {"predictions": [[p0, p1], ...]}.
-SERVING_COMPAT = {"bert_multi_gpu": {"label_ids": [None, None]}}
+# --serving_compat=bert_multi_gpu: the export also takes the fork's label_ids
+# input (ignored; its README's request sends "label_ids": [0] per instance, so
+# any [batch, n] is accepted) and returns the probabilities alone, so
+# TensorFlow Serving answers {"predictions": [[p0, p1], ...]}.
+FORK_SERVING_INPUTS = {"label_ids": [None, None]}
 LONG_TEXT = ("truncate", "windows")
 
 # The custom task's settings: None means "the processor's default" (data.py).
@@ -25,17 +24,12 @@ CUSTOM_TASK_SETTINGS = ("text_a_column", "text_b_column", "label_column", "id_co
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassifierOptions(FineTuningOptions, PoolingOptions):
+class ClassifierOptions(FineTuningOptions, PoolingOptions, ServingCompatOptions):
     task_name: Optional[str] = option(
         None, "Task: %s." % ", ".join(sorted(data.PROCESSORS)), required=True)
     processor_module: Optional[str] = option(
         None, "Python module to import first (it registers your own DataProcessor with "
         "bert_toolkit.tasks.classification.data.register_processor).")
-    serving_compat: Optional[str] = option(
-        None, "With --save_for_serving: a serving_default signature for another project's "
-        "clients. bert_multi_gpu: the multi-GPU fork's request body (input_ids, input_mask, "
-        "segment_ids and label_ids, ignored) answered with the probabilities alone. "
-        "Default: this toolkit's signature.", choices=sorted(SERVING_COMPAT), case_sensitive=False)
     class_weights: Optional[str] = option(
         None, "Training loss weight per label: 'balanced' (inverse frequency in the training "
         "file) or one number per label in label-list order, comma-separated. Single-label "
@@ -102,3 +96,15 @@ class ClassifierOptions(FineTuningOptions, PoolingOptions):
     def processor_settings(self):
         """The custom task's settings given (those None are the processor's defaults)."""
         return {name: getattr(self, name) for name in CUSTOM_TASK_SETTINGS}
+
+
+@dataclasses.dataclass(frozen=True)
+class MlabelOptions(ClassifierOptions):
+    """run_custom_classifier_mlabel.py: the multi-GPU fork's multi-label script, its flags
+    (--num_labels besides the classifier's) on the same classifier."""
+    num_labels: int = option(
+        10, "Number of labels in dataset for multi-label classification (the mlabel task: "
+        "the label columns after id and text).", minimum=1)
+
+    def processor_settings(self):
+        return dict(super().processor_settings(), num_labels=self.num_labels)

@@ -13,7 +13,7 @@ from bert_toolkit.engine import base_task, fine_tuning, run_folder
 from bert_toolkit.errors import InputError
 from bert_toolkit.tasks import registry
 from bert_toolkit.tasks.classification import data, features, head, outputs
-from bert_toolkit.tasks.classification.options import SERVING_COMPAT
+from bert_toolkit.tasks.classification.options import FORK_SERVING_INPUTS
 from bert_toolkit.text import graph_tokenization
 
 
@@ -21,30 +21,39 @@ def run(options):
     """Fine-tunes, evaluates, predicts and exports as ClassifierOptions say; returns
     the launch.Report (the evaluation dict, checkpoints, export, prediction files)."""
     processor = make_processor(options)
-    label_list = run_folder.choose_label_list(options.output_dir, options.do_train,
-                                              lambda: processor.get_labels(options.data_dir))
+    multi_label = getattr(processor, "is_multi_label", False)
+    label_list = run_folder.choose_label_list(
+        options.output_dir, options.do_train,
+        lambda: data.labels_of(processor, options.data_dir))
     examples = read_examples(processor, label_list, options)
     stride = options.window_stride
     task = ClassifierTask(
         examples, label_list,
-        multi_label=processor.is_multi_label, threshold=options.multi_label_threshold,
+        multi_label=multi_label, threshold=options.multi_label_threshold,
         pooling=options.pooling, label_separator=options.label_separator or "|",
         task_name=options.task_name, serving_compat=options.serving_compat,
-        label_weights=label_weights(examples, label_list, options, processor.is_multi_label),
+        label_weights=label_weights(examples, label_list, options, multi_label),
         long_text=options.long_text, doc_stride=stride,
         window_aggregation=options.window_aggregation)
     return fine_tuning.run(task, options)
 
 
 def make_processor(options):
-    """The DataProcessor of --task_name (after importing --processor_module)."""
+    """The DataProcessor of --task_name: a registered one (after importing
+    --processor_module, which may register its own), or the module's class named
+    as Google's users name theirs (the task name plus "Processor")."""
     if options.processor_module:
-        registry.import_user_module(options.processor_module, "processor_module")
+        module = registry.import_user_module(options.processor_module, "processor_module")
+        key = options.task_name.strip().lower()
+        found = data.find_processor_class(key, module)
+        if key not in data.PROCESSORS and found is not None:
+            data.PROCESSORS[key] = found  # its base may be a copy of Google's DataProcessor
     return data.get_processor(options.task_name, **options.processor_settings())
 
 
 def read_examples(processor, label_list, options):
     """Every split the run needs, read (and so validated) before anything is written."""
+    multi_label = getattr(processor, "is_multi_label", False)
     wanted = {"train": options.do_train, "eval": options.do_eval,
               "predict": options.do_predict}
     if not options.data_dir and any(wanted.values()):
@@ -58,12 +67,12 @@ def read_examples(processor, label_list, options):
                              % (options.data_dir, split))
         if split != "predict":
             unknown = {label for e in split_examples
-                       for label in (e.label if processor.is_multi_label else (e.label,))
+                       for label in (e.label if multi_label else (e.label,))
                        if label not in label_list}
             if unknown:
                 raise InputError("--data_dir=%s: %s labels %s are not in the label list %s"
                                  % (options.data_dir, split, sorted(unknown), label_list))
-    if "train" in examples and not processor.is_multi_label:
+    if "train" in examples and not multi_label:
         check_labels_vary(examples["train"], options.data_dir)
     return examples
 
@@ -98,7 +107,7 @@ class ClassifierTask(base_task.Task):
 
     examples: split -> [data.InputExample]; pooling: one of
     modeling.POOLING_MODES; task_name: recorded for clients; serving_compat:
-    None (our export) or a key of SERVING_COMPAT.
+    None (our export) or 'bert_multi_gpu' (options.FORK_SERVING_INPUTS).
     """
 
     summary_keys = ("accuracy", "micro_f1", "eval_loss")
@@ -127,7 +136,7 @@ class ClassifierTask(base_task.Task):
         self.task_name = task_name
         self.name = "classification" + ("-multi-label" if multi_label else "")
         self.serving_compat = serving_compat
-        self.extra_serving_inputs = SERVING_COMPAT[serving_compat] if serving_compat else {}
+        self.extra_serving_inputs = FORK_SERVING_INPUTS if serving_compat else {}
 
     def examples_digest(self, examples):
         digest = features.examples_digest(examples)

@@ -24,16 +24,24 @@ from bert_toolkit.tasks.pretraining.data import ShardWorker
 
 # -- reading documents ---------------------------------------------------------
 
-def check_has_text(path):
-    """Raises InputError unless `path` has at least one non-blank line.
+# How much of each input file is read (and so checked) before the run starts.
+_CHECKED_CHARACTERS = 1 << 20
 
-    Reads only up to the first such line, so checking a large corpus is cheap.
-    """
+
+def check_has_text(path):
+    """Raises InputError unless `path` has a non-blank line and its first MiB or so
+    is valid text: most bad inputs (a binary or mis-encoded file) stop the run
+    before it prints or writes anything; a bad byte further on stops it when the
+    stream reaches it. Checking a large corpus stays cheap."""
+    has_text, read = False, 0
     for _, line in fileio.decoded_lines(path):
-        if line.strip():
+        has_text = has_text or bool(line.strip())
+        read += len(line)
+        if has_text and read >= _CHECKED_CHARACTERS:
             return
-    raise InputError("--input_file: %s holds no documents (expected one sentence per "
-                     "line, a blank line between documents)" % path)
+    if not has_text:
+        raise InputError("--input_file: %s holds no documents (expected one sentence per "
+                         "line, a blank line between documents)" % path)
 
 
 def read_documents(paths):
@@ -156,7 +164,9 @@ class _OutputFiles(object):
     def __enter__(self):
         with self._stack as stack:
             for path in self.paths:
-                fileio.makedirs(os.path.dirname(os.path.abspath(path)))
+                # A folder made here goes again if the run fails: nothing is left.
+                stack.enter_context(fileio.new_folders_removed_on_failure(
+                    os.path.dirname(os.path.abspath(path))))
                 temporary = stack.enter_context(fileio.atomic_path(path))
                 self._files.append(stack.enter_context(fileio.open_file(temporary, "wb")))
             self._stack = stack.pop_all()

@@ -3,8 +3,9 @@
 conlleval is the CoNLL shared tasks' scoring script: a chunk is a maximal run
 of words of one entity type started as its B-/I-/E-/S- tags say, and a
 predicted chunk counts as correct only when a true chunk has the same first
-word, end and type. The BIOES extension (E-, S-) follows its later versions.
-No TensorFlow.
+word, end and type. The BIOES extension (E-, S-) follows its later versions;
+BMES tags (M- for a middle word, as the multi-GPU fork's NAMED_ENTITY task has
+them) read as BIOES, M- being I-. No TensorFlow.
 """
 
 from bert_toolkit.engine import scores
@@ -14,13 +15,13 @@ _BIOES_PREFIXES = ("B", "I", "E", "S")
 
 def split_tag(label):
     """(prefix, type) of a chunk tag as conlleval splits it: "B-geo-loc" -> ("B",
-    "geo-loc"), "O" -> ("O", "")."""
+    "geo-loc"), "O" -> ("O", ""); BMES's middle "M-o" -> ("I", "o")."""
     prefix, _, entity_type = label.partition("-")
-    return prefix, entity_type
+    return ("I" if prefix == "M" else prefix), entity_type
 
 
 def is_bioes_tag(label):
-    """Whether `label` is O or one of B-, I-, E-, S- followed by an entity type."""
+    """Whether `label` is O or one of B-, I- (or M-), E-, S- followed by an entity type."""
     prefix, entity_type = split_tag(label)
     return label == "O" or (prefix in _BIOES_PREFIXES and bool(entity_type))
 

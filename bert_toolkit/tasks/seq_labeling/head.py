@@ -17,14 +17,22 @@ def feature_spec(max_seq_length):
     return input_pipeline.fixed_length_spec(lengths)
 
 
-def make_head_fn(num_labels, dropout_prob):
+# The multi-GPU fork's export (--serving_compat=bert_multi_gpu): its inputs besides
+# BERT's, taken and ignored but for seq_len, which its answer echoes.
+FORK_SERVING_INPUTS = {"label_ids": [None, None], "output_mask": [None, None], "seq_len": [None]}
+
+
+def make_head_fn(num_labels, dropout_prob, fork_serving=False):
     """The token classification head for model_fn_builder.build_model_fn.
 
     Variables output_weights [num_labels, hidden] and output_bias [num_labels]
     on the float32 sequence output; dropout `dropout_prob` in training. Loss:
     mean cross-entropy over the first sub-tokens of labelled words
     (label_mask). Serving outputs: label_ids int32 [batch, seq] and
-    probabilities float32 [batch, seq, num_labels].
+    probabilities float32 [batch, seq, num_labels]; with `fork_serving`, the
+    fork's: predictions (label ids per position) int32 [batch, seq] and seq_len
+    int32 [batch] (its input, echoed; the real tokens but [CLS] and [SEP] when
+    the request has none).
     """
     def head_fn(model, features, mode):
         sequence = model.get_sequence_output()  # float32 [batch, seq, hidden]
@@ -40,6 +48,11 @@ def make_head_fn(num_labels, dropout_prob):
         probabilities = tf.nn.softmax(logits, axis=-1)
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [batch, seq]
         serving = {"label_ids": predicted, "probabilities": probabilities}
+        if fork_serving:
+            seq_len = features.get("seq_len")
+            if seq_len is None:
+                seq_len = tf.reduce_sum(features["input_mask"], axis=1) - 2
+            serving = {"predictions": predicted, "seq_len": tf.reshape(seq_len, [-1])}
         predictions = {"label_ids": predicted}
         # Estimator.predict needs them to merge windows; an export has no such input.
         for name in ("word_ids", "sentence_index"):

@@ -3,14 +3,14 @@
 import dataclasses
 from typing import Optional
 
-from bert_toolkit.engine.options import FineTuningOptions
+from bert_toolkit.engine.options import FineTuningOptions, ServingCompatOptions
 from bert_toolkit.errors import InputError
 from bert_toolkit.options import option
 from bert_toolkit.tasks.seq_labeling import readers
 
 
 @dataclasses.dataclass(frozen=True)
-class SeqLabelingOptions(FineTuningOptions):
+class SeqLabelingOptions(FineTuningOptions, ServingCompatOptions):
     task_name: Optional[str] = option(
         None, "ner (BIO/BIOES entities), pos (per-word tags) or punct (punctuation "
         "restoration from plain text); the multi-GPU fork's named_entity and norm (any "

@@ -2,7 +2,7 @@
 
 Tasks
 -----
-ner    CoNLL-style files tagged BIO or BIOES (O, B-X, I-X, E-X, S-X).
+ner    CoNLL-style files tagged BIO, BIOES or BMES (O, B-X, I-X or M-X, E-X, S-X).
 pos    CoNLL-style files with any tag set.
 punct  Plain text, one or more sentences per line, labelled from its own
        punctuation (punctuation.py).
@@ -19,9 +19,11 @@ layout, train.tsv, dev.tsv and test.tsv with one sentence a line: its words
 separated by spaces, a tab, then one label per word separated by spaces
 (test files: the words only). named_entity runs as ner (BIO tags, entity
 scores) and norm as pos (any tag set); punct reads this layout from .tsv
-files and plain text from .txt files. Without --labels, punct and
-named_entity take the default labels of FORK_DEFAULT_LABELS, norm the
-training file's.
+files and plain text from .txt files. Without --labels, the three take the
+fork's own label lists (FORK_LABELS) on files in its layout. Unlike the
+fork, a label outside the list is refused with one line (the fork mapped it
+to label 0), and every word is labelled (windows; the fork cut sentences at
+max_seq_length - 2).
 
 Every mistake in a file is one InputError naming the file and line. No
 TensorFlow here.
@@ -35,7 +37,7 @@ from typing import Optional, Tuple
 from bert_toolkit import fileio
 from bert_toolkit.errors import check_labels, input_error
 from bert_toolkit.tasks.seq_labeling import conlleval
-from bert_toolkit.tasks.seq_labeling.punctuation import PUNCT_LABELS, punctuation_labels
+from bert_toolkit.tasks.seq_labeling.punctuation import punctuation_labels
 
 TASK_NAMES = ("ner", "pos", "punct", "named_entity", "norm")
 
@@ -44,12 +46,20 @@ TASK_NAMES = ("ner", "pos", "punct", "named_entity", "norm")
 FORK_TASKS = {"named_entity": "ner", "norm": "pos"}
 
 
-# Label lists used when --labels is not given, for the fork's tasks that had
-# fixed ones: punctuation as above, entities as CoNLL-2003 tags them (BIO).
-FORK_DEFAULT_LABELS = {
-    "punct": PUNCT_LABELS,
-    "named_entity": ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC",
-                     "B-MISC", "I-MISC"),
+# The fork's label lists, in its label-id order (its run_seq_labeling.py
+# processors' get_labels): the default of its tasks on its train.tsv/dev.tsv
+# layout when --labels is not given. PUNCT marks what follows a character;
+# NAMED_ENTITY tags BMES; NORM's are its text-normalisation tags.
+FORK_LABELS = {
+    "punct": ("C", "P", "Q", "E", "D", "O"),
+    "named_entity": ("B-o", "M-o", "E-o", "S-o"),
+    "norm": ("O", "I-n", "B-n", "I-c", "I-inter_n", "I-inter_d", "I-d", "B-c", "B-inter_n",
+             "I-s", "B-d", "I-t", "I-per", "B-sil", "I-tel", "I-temp", "I-alter", "I-frac",
+             "I-form", "B-inter_d", "B-per", "B-s", "B-frac", "B-t", "B-temp", "I-inter_t",
+             "I-inter_temp", "B-alter", "B-tel", "I-fraction", "B-form", "I-sil", "I-inter_c",
+             "I-inter_per", "B-fraction", "I-inter_frac", "B-inter_t", "B-inter",
+             "B-inter_temp", "I-inter_s", "B-inter_c", "I-inter_fraction", "I-block",
+             "I-inter", "B-inter_frac", "B-inter_per", "B-block", "B-inter_s"),
 }
 
 
@@ -262,7 +272,7 @@ def check_ner_tags(sentences, path):
         for label, line_number in zip(sentence.labels or (), sentence.line_numbers):
             if not conlleval.is_bioes_tag(label):
                 raise input_error(path, line_number, "label %r is not a BIO/BIOES tag "
-                                     "(O, or B-, I-, E-, S- and an entity type)" % label)
+                                  "(O, or B-, I- or M-, E-, S- and an entity type)" % label)
 
 
 def check_sentence_labels(sentences, label_list, origin, path):

@@ -29,8 +29,11 @@ class SeqLabelingTask(base_task.Task):
     # the merged predictions never read those positions.
     masked_token_features = ("label_ids", "label_mask", "word_ids")
 
-    def __init__(self, examples, label_list, task_name, window_stride, label_lines=False):
+    def __init__(self, examples, label_list, task_name, window_stride, label_lines=False,
+                 serving_compat=None):
         super().__init__(examples, label_list)
+        self.serving_compat = serving_compat
+        self.extra_serving_inputs = head.FORK_SERVING_INPUTS if serving_compat else {}
         self.task_name = task_name
         self.window_stride = window_stride
         self.label_lines = label_lines
@@ -48,7 +51,8 @@ class SeqLabelingTask(base_task.Task):
         return head.feature_spec(max_seq_length)
 
     def head_fn(self, bert_config):
-        return head.make_head_fn(len(self.label_list), bert_config.hidden_dropout_prob)
+        return head.make_head_fn(len(self.label_list), bert_config.hidden_dropout_prob,
+                                 fork_serving=self.serving_compat is not None)
 
     def eval_report(self, results):
         return head.eval_report(results, self.label_list, self.task_name)
@@ -63,7 +67,8 @@ class SeqLabelingTask(base_task.Task):
             "entity_")
 
     def serving_config(self):
-        return outputs.serving_config(self.task_name, self.window_stride)
+        return dict(outputs.serving_config(self.task_name, self.window_stride),
+                    serving_compat=self.serving_compat)
 
 
 # -- the run --------------------------------------------------------------------------
@@ -80,7 +85,7 @@ def run(options):
         options.task_name, split_path(options, "predict"))
     return fine_tuning.run(SeqLabelingTask(
         examples, label_list, readers.task_kind(options.task_name), options.stride,
-        label_lines), options)
+        label_lines, options.serving_compat), options)
 
 
 def split_path(options, split):
@@ -91,10 +96,15 @@ def split_path(options, split):
     return readers.default_split_path(options.data_dir, options.task_name, _FILE_STEMS[split])
 
 
+def fork_layout(options):
+    """Whether the task's files are in the multi-GPU fork's layout (a sentence a line)."""
+    return bool(options.data_dir) and readers.is_sentence_lines(
+        options.task_name, split_path(options, "train"))
+
+
 def labels_from_text(options):
     """Whether the labels come from the text itself (punct on plain text)."""
-    return options.task_name == "punct" and not (
-        options.data_dir and readers.is_sentence_lines("punct", split_path(options, "train")))
+    return options.task_name == "punct" and not fork_layout(options)
 
 
 def given_labels(options):
@@ -111,8 +121,8 @@ def given_labels(options):
     if readers.task_kind(options.task_name) == "ner":
         bad = [label for label in labels if not conlleval.is_bioes_tag(label)]
         if bad:
-            raise InputError("--labels: %r is not a BIO/BIOES tag (O, or B-, I-, E-, S- and "
-                             "an entity type)" % bad[0])
+            raise InputError("--labels: %r is not a BIO/BIOES tag (O, or B-, I- or M-, E-, S- "
+                             "and an entity type)" % bad[0])
     return labels
 
 
@@ -141,9 +151,10 @@ def read_examples(options):
         label_list, origin = list(punctuation.PUNCT_LABELS), "of the punct task"
     elif given is not None:
         label_list, origin = given, "given by --labels"
-    elif options.task_name in readers.FORK_DEFAULT_LABELS:
-        label_list = list(readers.FORK_DEFAULT_LABELS[options.task_name])
-        origin = "%s has by default (give --labels for others)" % options.task_name.upper()
+    elif options.task_name in readers.FORK_LABELS and fork_layout(options):
+        label_list = list(readers.FORK_LABELS[options.task_name])
+        origin = "the multi-GPU fork's %s has (give --labels for others)" % (
+            options.task_name.upper())
     else:
         if "train" not in examples:
             examples["train"] = read_split(options, "train")

@@ -594,7 +594,8 @@ def test_bad_custom_options(options, expected):
 def test_unknown_task_lists_known_tasks():
     message = input_error(cd.get_processor, "glue-everything")
     assert "'glue-everything'" in message
-    assert "cola, custom, mnli, mnli-mm, mrpc, qnli, qqp, rte, sst-2, xnli" in message
+    assert "cola, custom, mlabel, mnli, mnli-mm, mrpc, qnli, qqp, rte, sst-2, xnli" in message
+    assert "--processor_module with a GlueeverythingProcessor class" in message
 
 
 def test_option_a_task_does_not_take():

@@ -463,8 +463,11 @@ def test_two_workers_match_one_process_and_resume_after_a_kill(tiny_records):
     assert "resuming from" in chief_log and "worker 0 of 2 (chief)" in chief_log
     assert "examples/s per replica" in chief_log and "step %d/%d (100%%)" % (steps, steps) \
         in chief_log
-    # Only the chief prints the progress line.
-    assert "examples/s" not in open(multi_dir + ".worker1.log").read()
+    # Only the chief prints the progress line; neither prints the distribute
+    # coordinator's notes that an evaluation function and strategy are missing.
+    worker_log = open(multi_dir + ".worker1.log").read()
+    assert "examples/s" not in worker_log
+    assert "is not passed in" not in chief_log + worker_log, chief_log[-3000:]
     assert latest_step(multi_dir) == steps
     assert not os.path.exists(os.path.join(multi_dir, "tmp_worker_1"))
 
