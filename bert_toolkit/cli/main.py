@@ -29,6 +29,8 @@ from bert_toolkit.tasks import registry
 _TOOLS = {
     "convert_hf_checkpoint": ("bert_toolkit.convert.options:ConvertOptions",
                               "bert_toolkit.convert.hf_checkpoint:run", False),
+    "export_hf": ("bert_toolkit.convert.options:ExportHfOptions",
+                  "bert_toolkit.convert.hf_export:run", False),
     "serving_server": ("bert_toolkit.serving.options:ServerOptions",
                        "bert_toolkit.serving.server:run", False),
     "serving_client": ("bert_toolkit.serving.options:ClientOptions",
@@ -81,6 +83,10 @@ def extract_features():
 
 def convert_hf_checkpoint():
     run_tool("convert_hf_checkpoint")
+
+
+def export_hf():
+    run_tool("export_hf")
 
 
 def serving_server():

@@ -469,19 +469,40 @@ def checkpoint_shapes(checkpoint_prefix):
     return {name: (tuple(shapes[name]), dtypes[name].name) for name in shapes}
 
 
-def _check_output_dir(output_dir, overwrite):
+def check_output_dir(output_dir, overwrite, flag_name="output_dir"):
+    """InputError unless `output_dir` can become a new folder (absent, empty, or
+    replaced with `overwrite`)."""
     if os.path.lexists(output_dir):
         if not os.path.isdir(output_dir):
-            raise InputError("--output_dir %s: exists and is not a folder" % output_dir)
+            raise InputError("--%s %s: exists and is not a folder" % (flag_name, output_dir))
         if os.listdir(output_dir) and not overwrite:
-            raise InputError("--output_dir %s: exists and is not empty; pass --overwrite "
-                             "to replace it" % output_dir)
-    fileio.check_folder(output_dir, "output_dir")
+            raise InputError("--%s %s: exists and is not empty; pass --overwrite "
+                             "to replace it" % (flag_name, output_dir))
+    fileio.check_folder(output_dir, flag_name)
 
 
-def _publish(staging_dir, output_dir, overwrite):
+def write_folder_atomically(output_dir, overwrite, write, flag_name="output_dir"):
+    """Calls write(folder) on a new folder beside `output_dir`, then renames it to
+    `output_dir`: the folder appears whole or not at all. On failure nothing is
+    left, not even the parent folders made for it."""
+    parent = os.path.dirname(output_dir)
+    with fileio.new_folders_removed_on_failure(parent):
+        staging_dir = tempfile.mkdtemp(prefix="." + os.path.basename(output_dir) + ".tmp-",
+                                       dir=parent)
+        try:
+            # mkdtemp makes the folder private (0700); the result should be an
+            # ordinary folder, as mkdir under the user's umask would make it.
+            os.chmod(staging_dir, 0o777 & ~_current_umask())
+            write(staging_dir)
+            _publish(staging_dir, output_dir, overwrite, flag_name)
+        except BaseException:
+            shutil.rmtree(staging_dir, ignore_errors=True)
+            raise
+
+
+def _publish(staging_dir, output_dir, overwrite, flag_name):
     """Renames the finished staging folder to output_dir, replacing an old one last."""
-    _check_output_dir(output_dir, overwrite)  # again: it may have changed meanwhile
+    check_output_dir(output_dir, overwrite, flag_name)  # again: it may have changed
     if not os.path.lexists(output_dir):
         os.rename(staging_dir, output_dir)
         return
@@ -560,7 +581,7 @@ def convert(hf_dir, output_dir, overwrite=False):
         raise InputError("--hf_dir %s: no such folder" % hf_dir)
     if output_dir == hf_dir or hf_dir.startswith(output_dir + os.sep):
         raise InputError("--output_dir %s: must not be --hf_dir or contain it" % output_dir)
-    _check_output_dir(output_dir, overwrite)
+    check_output_dir(output_dir, overwrite)
 
     config_path = os.path.join(hf_dir, CONFIG_NAME)
     bert_config = hf_config_to_bert_config(read_json(config_path), source=config_path)
@@ -573,19 +594,8 @@ def convert(hf_dir, output_dir, overwrite=False):
     variables, ignored = hf_state_to_google_variables(state, bert_config, source=weights_path)
     del state
 
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    staging_dir = tempfile.mkdtemp(prefix="." + os.path.basename(output_dir) + ".tmp-",
-                                   dir=parent)
-    try:
-        # mkdtemp makes the folder private (0700); the result should be an
-        # ordinary folder, as mkdir under the user's umask would make it.
-        os.chmod(staging_dir, 0o777 & ~_current_umask())
-        _write_output(staging_dir, hf_dir, bert_config, variables)
-        _publish(staging_dir, output_dir, overwrite)
-    except BaseException:
-        shutil.rmtree(staging_dir, ignore_errors=True)
-        raise
+    write_folder_atomically(output_dir, overwrite, lambda staging_dir: _write_output(
+        staging_dir, hf_dir, bert_config, variables))
 
     notes = []
     if "bert/pooler/dense/kernel" not in variables:

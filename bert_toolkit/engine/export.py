@@ -107,6 +107,15 @@ def _name_text_signature(version_dir, num_labels):
             f.write(saved_model.SerializeToString())
 
 
+def write_serving_config(output_dir, serving_config):
+    """output_dir/serving_config.json: the task's settings, labels and tokenizer settings
+    (what a client or a later export_hf.py needs); returns its path."""
+    path = os.path.join(output_dir, export_layout.SERVING_CONFIG_FILE)
+    fileio.write_text_atomically(path, json.dumps(serving_config, indent=2, sort_keys=True)
+                                 + "\n")
+    return path
+
+
 def export_model(estimator, output_dir, max_seq_length, vocab_file, serving_config,
                  text=None, checkpoint_path=None, extra_inputs=None):
     """Exports output_dir/serving/<version>/ with the vocab and serving_config.json.
@@ -119,9 +128,7 @@ def export_model(estimator, output_dir, max_seq_length, vocab_file, serving_conf
     if text is not None:
         serving_config = dict(serving_config, text_signature=TEXT_SIGNATURE,
                               text_inputs=list(text.inputs))
-    settings_path = os.path.join(output_dir, export_layout.SERVING_CONFIG_FILE)
-    fileio.write_text_atomically(settings_path,
-                                 json.dumps(serving_config, indent=2, sort_keys=True) + "\n")
+    settings_path = write_serving_config(output_dir, serving_config)
     path = export_for_serving(
         estimator, os.path.join(output_dir, export_layout.SERVING_DIR), max_seq_length,
         {export_layout.VOCAB_FILE: vocab_file,

@@ -113,7 +113,9 @@ def prepare(task, options, model_inputs, placement):
     run_folder.save_records(output_dir, task.label_list,
                             task.head_settings if options.do_train else None)
     if options.do_train and launch.is_chief(placement):
+        # What the model is, for a later export or handing back without the command.
         run_folder.save_options(output_dir, options)
+        export.write_serving_config(output_dir, serving_config(task, options))
     records = write_records(converted, options.cache_dir or output_dir)
     runtime = placement.runtime
     chief = launch.is_chief(placement)

@@ -488,6 +488,13 @@ class FullTokenizer(object):
         return _build_rust_tokenizer(self.vocab, self.do_lower_case, unk,
                                      self.wordpiece_tokenizer.max_input_chars_per_word)
 
+    def rust_tokenizer(self):
+        """A new `tokenizers.Tokenizer` running this tokenizer's normaliser, word
+        splitter and WordPiece (no special tokens added), e.g. to save as
+        tokenizer.json. Same ids as this class but on the few characters the
+        module docstring lists, which this class hands to the Python path."""
+        return self._make_rust(required=True)
+
     # -- single text, original API ------------------------------------------
 
     def tokenize(self, text):

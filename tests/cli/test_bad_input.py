@@ -174,6 +174,43 @@ def converter(hf=None, output=None, extra=()):
     return setup
 
 
+def exporter(run=None, target=None, extra=()):
+    """export_hf.py on `run(w, case)` (default: an empty folder) into case/hf."""
+    def setup(w, case):
+        model_dir = run(w, case) if run else os.path.join(case, "run")
+        hf_dir = target(case) if target else os.path.join(case, "hf")
+        argv = ["export_hf.py", "--model_dir=" + model_dir, "--hf_dir=" + hf_dir] + [
+            flag.format(world=w.root, case=case) for flag in extra]
+        return argv, [case]
+    return setup
+
+
+def _trained(serving_config=None, head_labels=None):
+    """A tiny model folder standing for a run's output_dir, with its records."""
+    def make(w, case):
+        run = os.path.join(case, "run")
+        tiny.write_tiny_model(run, with_classifier_labels=head_labels)
+        if serving_config is not None:
+            with open(os.path.join(run, "serving_config.json"), "w") as f:
+                json.dump(serving_config, f)
+        return run
+    return make
+
+
+def _empty_run(w, case):
+    os.makedirs(os.path.join(case, "run"))
+    with open(os.path.join(case, "run", "serving_config.json"), "w") as f:
+        json.dump({"task": "classification", "labels": ["0", "1"]}, f)
+    return os.path.join(case, "run")
+
+
+def _non_empty_target(case):
+    os.makedirs(os.path.join(case, "hf"))
+    with open(os.path.join(case, "hf", "README.md"), "w") as f:
+        f.write("a model card\n")
+    return os.path.join(case, "hf")
+
+
 def server(base=None, extra=()):
     def setup(w, case):
         argv = ["serving_server.py", "--model_base_path=" + (base(w, case) if base
@@ -582,6 +619,28 @@ CASES = {
         lambda w, case: (["convert_hf_checkpoint.py", "--hf_dir=" + w.hf_dir], [case]),
         ["--output_dir"]),
 
+    # export_hf.py
+    "export_run_without_checkpoint": Case(
+        exporter(run=_empty_run), ["--model_dir={case}/run: no checkpoint to export"]),
+    "export_model_dir_absent": Case(exporter(), ["--model_dir={case}/run: no such folder"]),
+    "export_windows_head": Case(
+        exporter(run=_trained({"task": "classification", "labels": ["0", "1"],
+                               "long_text": "windows"}, 2)),
+        ["--long_text=windows", "--encoder_only"]),
+    "export_head_without_record": Case(
+        exporter(run=_trained(head_labels=2)), ["no record of the task", "--encoder_only"]),
+    "export_target_not_empty": Case(
+        exporter(run=_trained(), target=_non_empty_target),
+        ["--hf_dir {case}/hf: exists and is not empty; pass --overwrite"]),
+    "export_target_under_a_file": Case(
+        exporter(run=_trained(), target=lambda case: os.path.join(
+            _file_under_parent_file(case), "hf")), ["{case}/parent"]),
+    "export_vocab_of_another_model": Case(
+        exporter(run=_trained(), extra=["--vocab_file={world}/ner/train.txt"]),
+        ["{world}/ner/train.txt", "vocab_size"]),
+    "export_missing_flag": Case(
+        lambda w, case: (["export_hf.py", "--model_dir=" + case], [case]), ["--hf_dir"]),
+
     # extract_features.py
     "extract_input_missing": Case(
         extractor(input_file="/nonexistent/in.txt"), ["/nonexistent/in.txt"]),
@@ -670,5 +729,5 @@ def test_the_table_covers_every_script_with_over_a_hundred_cases():
     from test_classifier_bad_input import CASES as CLASSIFIER_CASES
     scripts = {name.split("_")[0] for name in CASES}
     assert scripts >= {"classifier", "mlabel", "ner", "rerank", "pretraining", "data",
-                       "convert", "extract", "server", "client"}
+                       "convert", "export", "extract", "server", "client"}
     assert len(CASES) + len(CLASSIFIER_CASES) >= 100
