@@ -21,6 +21,11 @@ class Stopped(Exception):
         self.exit_code = exit_code
 
 
+class LostWorker(Exception):
+    """Another worker of the cluster stopped answering; the message says how to
+    resume. Entry scripts print it as one "error:" line and exit 1."""
+
+
 def input_error(path, line_number, message):
     """An InputError reading `<path>[:<line>]: <message>` (line_number may be None)."""
     where = "%s:%d" % (path, line_number) if line_number else str(path)

@@ -17,7 +17,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from bert_toolkit import console
-from bert_toolkit.errors import InputError, Stopped, fail
+from bert_toolkit.errors import InputError, LostWorker, Stopped, fail
 from bert_toolkit.options import value_type
 
 FLAGS = flags.FLAGS
@@ -84,7 +84,7 @@ def run_guarded(function, *args):
     exit code (see the module docstring)."""
     try:
         return function(*args)
-    except InputError as e:
+    except (InputError, LostWorker) as e:
         fail(e)
     except Stopped as e:
         sys.stderr.write("stopped: %s\n" % e)

@@ -57,7 +57,7 @@ def run(task, options, model_inputs=None):
     In a cluster (--cluster) every worker trains; the chief then evaluates,
     predicts and exports on its own devices.
     """
-    placement = launch.place(options, options.do_train, options.evaluates_during_training)
+    placement = launch.place(options, options.do_train)
     model_inputs = model_inputs or model_files.load_model_inputs(options)
     prepared = prepare(task, options, model_inputs, placement)
     estimator = launch.make_estimator(options, placement, prepared.model_fn)
@@ -65,10 +65,11 @@ def run(task, options, model_inputs=None):
     report = launch.Report(options.output_dir)
     if options.do_train:
         report.history = train(estimator, task, options, prepared, placement)
-        prepared = prepared._replace(checkpoint_path=checkpoint_after_training(options))
-        report.best_checkpoint = prepared.checkpoint_path
     if not launch.is_chief(placement):
         return report
+    if options.do_train:
+        prepared = prepared._replace(checkpoint_path=checkpoint_after_training(options))
+        report.best_checkpoint = prepared.checkpoint_path
     report.checkpoint = checkpoints.latest_checkpoint(options.output_dir)
     if options.do_eval:
         report.eval = evaluate(estimator, task, options, prepared,
@@ -117,17 +118,10 @@ def prepare(task, options, model_inputs, placement):
         run_folder.save_options(output_dir, options)
         export.write_serving_config(output_dir, serving_config(task, options))
     records = write_records(converted, options.cache_dir or output_dir)
-    runtime = placement.runtime
-    chief = launch.is_chief(placement)
     model_fn = model_fn_builder.build_model_fn(
         model_inputs.bert_config, task.head_fn(model_inputs.bert_config), plan,
-        init_checkpoint=model_inputs.init_checkpoint, learning_rate=options.learning_rate,
-        precision=runtime.precision, inference_precision=runtime.inference_precision,
-        optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-        log_every_n_steps=options.log_every_n_steps,
-        output_dir=output_dir if chief else None, show_progress=chief,
-        step_timeout_seconds=options.step_timeout_seconds,
-        matmul_peak_flops=placement.matmul_peak)
+        init_checkpoint=model_inputs.init_checkpoint,
+        **launch.model_fn_settings(options, placement))
     return Prepared(records, plan, model_fn, checkpoint_path)
 
 
@@ -221,8 +215,17 @@ def train(estimator, task, options, prepared, placement):
         if step in evaluated:
             continue
         checkpoint = train_segment(estimator, task, options, prepared, placement, step)
-        report = eval_report(estimator, task, options, prepared._replace(
-            checkpoint_path=checkpoint), len(placement.runtime.devices))
+        if not launch.is_chief(placement):
+            # The chief evaluates alone; the others wait for its record, so that
+            # every worker stops early, or trains on, at the same step.
+            entry = model_selection.wait_for_entry(options.output_dir, step)
+            history.append(entry)
+            if entry["stop"]:
+                break
+            continue
+        with model_selection.evaluating(options.output_dir, step):
+            report = eval_report(estimator, task, options, prepared._replace(
+                checkpoint_path=checkpoint), len(placement.runtime.devices))
         # Default: the task's first summary metric this report has (pos and punct
         # report no entity_f1).
         metric = metric or next((k for k in task.summary_keys if k in report), "eval_loss")
@@ -252,14 +255,14 @@ def train_segment(estimator, task, options, prepared, placement, max_steps):
     """Trains up to `max_steps`, from where output_dir's checkpoint is; returns the
     checkpoint of that step.
 
-    Each process's input pipeline feeds its own replicas (a cluster's workers
-    each read their shard of the records), so a resumed run skips the batches
-    its local replicas already took.
+    Every process reads the whole stream of per-replica batches (a cluster's
+    workers keep their replicas' share, see input_pipeline.this_workers_batches),
+    so a resumed run skips the batches every replica already took.
     """
     calls = checkpoints.resume_position(options.output_dir, prepared.plan, log=False)
     if calls is not None:
-        devices = placement.runtime.devices
-        input_fn = train_input_fn(task, options, prepared, calls * len(devices))
+        input_fn = train_input_fn(task, options, prepared,
+                                  calls * launch.num_replicas(placement))
         launch.train_to(estimator, options, placement, prepared.model_fn, input_fn, max_steps)
     return estimator.latest_checkpoint()
 

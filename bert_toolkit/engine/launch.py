@@ -18,7 +18,6 @@ import tensorflow as tf
 
 from bert_toolkit import console
 from bert_toolkit.engine import distribution, multi_worker, run_folder, training
-from bert_toolkit.errors import InputError
 
 Placement = collections.namedtuple("Placement", ["runtime", "cluster", "strategy",
                                                  "matmul_peak"])
@@ -54,28 +53,35 @@ def is_chief(placement):
     return placement.cluster is None or placement.cluster.is_chief
 
 
-def place(options, trains, evaluates_during_training=False):
+def place(options, trains):
     """The Placement of this process for `options` (engine/options.py RunOptions).
 
     trains: the run trains (a cluster's strategy and the matmul peak are made
-    only then). evaluates_during_training: refused on a cluster of several
-    workers, whose chief cannot evaluate while the others wait in an all-reduce.
+    only then).
     """
     cluster = multi_worker.join_cluster(options)
     strategy = None
     if cluster is not None:
-        if evaluates_during_training:
-            raise InputError("%s: %d workers; evaluation during training (--eval_every_*) "
-                             "runs in one process: drop it, or use --cluster=local"
-                             % (cluster.description, cluster.num_workers))
-        console.info("%s: worker %d of %d (%s)", cluster.description, cluster.worker_index,
-                     cluster.num_workers, "chief" if cluster.is_chief else "not chief")
+        console.info("%s: worker %d of %d (%s); %s", cluster.description,
+                     cluster.worker_index, cluster.num_workers,
+                     "chief" if cluster.is_chief else "not chief",
+                     describe_lost_worker_rule(options.step_timeout_seconds))
         if trains:
             # First: it configures the collectives and starts this worker's server.
             strategy = multi_worker.make_multi_worker_strategy(options.use_gpu)
+            training.default_sigterm()
     runtime = multi_worker.cluster_runtime(options, cluster)
     peak = distribution.matmul_peak(options, runtime) if trains else None
     return Placement(runtime, cluster, strategy, peak)
+
+
+def describe_lost_worker_rule(step_timeout_seconds):
+    """What ends a worker whose cluster lost another (training.lost_worker_timeout)."""
+    if step_timeout_seconds == 0:
+        return "waits for a lost worker forever (--step_timeout_seconds=0)"
+    rule = ("%d s without a step (--step_timeout_seconds)" % step_timeout_seconds
+            if step_timeout_seconds else "no step in " + training.LOST_WORKER_RULE)
+    return "a lost worker ends this one after " + rule
 
 
 def num_replicas(placement):
@@ -100,6 +106,21 @@ def describe(options, placement):
                runtime.precision, runtime.inference_precision,
                distribution.describe_peak(placement.matmul_peak), options.output_dir,
                options.output_dir))
+
+
+def model_fn_settings(options, placement):
+    """The model_fn_builder.build_model_fn arguments every task takes from its run
+    options and placement: precisions, optimizer, the training log (the chief's)
+    and, on a cluster, the stop agreement and the lost-worker timeout."""
+    runtime, chief = placement.runtime, is_chief(placement)
+    return dict(learning_rate=options.learning_rate, precision=runtime.precision,
+                inference_precision=runtime.inference_precision,
+                optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
+                log_every_n_steps=options.log_every_n_steps,
+                output_dir=options.output_dir if chief else None, show_progress=chief,
+                step_timeout_seconds=options.step_timeout_seconds,
+                on_cluster=placement.cluster is not None,
+                matmul_peak_flops=placement.matmul_peak)
 
 
 def make_estimator(options, placement, model_fn):

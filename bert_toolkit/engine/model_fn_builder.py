@@ -30,8 +30,8 @@ of tensors for the SavedModel's serving_default signature; training_logs
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
                    weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
-                   log_per_replica=False, show_progress=True, step_timeout_seconds=0,
-                   matmul_peak_flops=None):
+                   log_per_replica=False, show_progress=True, step_timeout_seconds=None,
+                   on_cluster=False, matmul_peak_flops=None):
     """An Estimator model_fn: BERT + the task head + the shared training machinery.
 
     Args:
@@ -43,8 +43,12 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
       log_per_replica: also log examples/s per replica; with several workers,
         plan.num_replicas counts the replicas of all of them.
       show_progress: print the progress line (only the chief of several workers).
+      on_cluster: one of several workers: the workers agree on a stop signal
+        (training.stop_vote) and a lost worker ends the others after
+        training.lost_worker_timeout().
       step_timeout_seconds: end the process with one error line when no training
-        step finishes for this long (a lost worker; 0: wait forever).
+        step finishes for this long (a lost worker; 0: wait forever; None: on a
+        cluster, derived from the steps' time).
       matmul_peak_flops: the device's matmul FLOP/s in `precision`; the progress
         line then shows MFU (None: not shown).
     """
@@ -94,7 +98,9 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         num_replicas = tf.distribute.get_replica_context().num_replicas_in_sync
         # The Estimator reports the SUM of the replicas' losses; report their mean.
         hooks = [hook]
-        if step_timeout_seconds:
+        if on_cluster:
+            training.stop_vote()
+        if step_timeout_seconds or (on_cluster and step_timeout_seconds is None):
             hooks.append(training.StepWatchdogHook(step_timeout_seconds, output_dir))
         return tf.estimator.EstimatorSpec(mode, loss=head.loss / float(num_replicas),
                                           train_op=step.train_op, training_hooks=hooks)

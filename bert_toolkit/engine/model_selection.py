@@ -14,16 +14,22 @@ whether training stopped early) is read back from these files, so a run killed
 and resumed records what an uninterrupted one would.
 """
 
+import contextlib
 import glob
 import json
 import math
 import os
 import shutil
+import threading
+import time
 
 from bert_toolkit import fileio
-from bert_toolkit.errors import InputError
+from bert_toolkit.errors import InputError, LostWorker
 
 HISTORY_FILE = "eval_history.jsonl"
+EVALUATING_FILE = "evaluating.json"
+HEARTBEAT_SECONDS = 10
+CHIEF_SILENT_SECONDS = 120
 BEST_FILE = "best_checkpoint.json"
 BEST_DIR = "best"
 PLOT_FILE = "learning_curve.png"
@@ -119,6 +125,59 @@ def save_best(output_dir, checkpoint_path, entry):
     for old in glob.glob(os.path.join(best_dir, "*")):
         if not os.path.basename(old).startswith(name + "."):
             os.remove(old)
+
+
+@contextlib.contextmanager
+def evaluating(output_dir, step):
+    """While the block runs (the chief of a cluster evaluating at `step`),
+    output_dir/evaluating.json is rewritten every HEARTBEAT_SECONDS, so the
+    workers waiting for the result (wait_for_entry) know the chief is alive."""
+    path = os.path.join(output_dir, EVALUATING_FILE)
+    done = threading.Event()
+
+    def beat():
+        count = 0
+        while True:
+            count += 1
+            fileio.write_text_atomically(path, json.dumps({"step": step, "beat": count}))
+            if done.wait(HEARTBEAT_SECONDS):
+                return
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        fileio.remove_quietly(path)
+
+
+def wait_for_entry(output_dir, step, silent_seconds=CHIEF_SILENT_SECONDS):
+    """The evaluation record at `step` that the chief appends (a worker of a cluster
+    that is not the chief waits for it, then stops early or trains on as the
+    chief does). errors.LostWorker when the chief has given no sign of life
+    (evaluating.json unchanged, no record) for `silent_seconds` of this worker's
+    clock (clocks of other nodes are not compared)."""
+    path = os.path.join(output_dir, EVALUATING_FILE)
+    last_beat, last_change = None, time.time()
+    while True:
+        for entry in read_history(output_dir):
+            if entry["step"] == step:
+                return entry
+        try:
+            with open(path, encoding="utf-8") as f:
+                beat = f.read()
+        except OSError:
+            beat = None
+        if beat != last_beat:
+            last_beat, last_change = beat, time.time()
+        elif time.time() - last_change > silent_seconds:
+            raise LostWorker(
+                "the chief has not evaluated step %d, nor shown it is evaluating, in %d s: "
+                "it is probably gone; stop the job and run the same command again to "
+                "resume from the last checkpoint in %s" % (step, silent_seconds, output_dir))
+        time.sleep(0.5)
 
 
 def best_checkpoint(output_dir):

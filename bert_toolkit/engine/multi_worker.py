@@ -13,7 +13,7 @@ import shutil
 
 import tensorflow as tf
 
-from bert_toolkit.engine import distribution
+from bert_toolkit.engine import distribution, training
 from bert_toolkit.errors import InputError
 
 
@@ -170,23 +170,38 @@ def cluster_runtime(options, cluster):
 
 def train_on_cluster(options, cluster, strategy, devices, model_fn, input_fn, max_steps):
     """Trains with every worker of the TF_CONFIG cluster, this process being
-    `cluster`'s task; only the chief's checkpoints land in output_dir."""
+    `cluster`'s task; only the chief's checkpoints land in output_dir.
+
+    A stop signal on any worker stops all of them after the same step, which they
+    save (training.StopOnSignalHook); each then raises errors.Stopped."""
     run_config = make_multi_worker_run_config(
         options.output_dir, strategy, devices, use_xla=options.use_xla,
         save_checkpoints_steps=options.save_checkpoints_steps,
         keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
     estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
-    # Without an "evaluator" task, train_and_evaluate only trains: every worker
-    # runs its replicas under the distribute coordinator. The EvalSpec is
-    # required by the API but never used.
-    tf.estimator.train_and_evaluate(
-        estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps),
-        tf.estimator.EvalSpec(input_fn, steps=1))
-    if not cluster.is_chief:
-        # The throwaway checkpoints this worker had to write (see
-        # make_multi_worker_run_config).
-        shutil.rmtree(os.path.join(options.output_dir, "tmp_%s_%d" % (
-            cluster.task_type, cluster.task_index)), ignore_errors=True)
+    stop_hook = training.StopOnSignalHook()
+    # The throwaway checkpoints a worker other than the chief has to write (see
+    # make_multi_worker_run_config).
+    scratch = os.path.join(options.output_dir, "tmp_%s_%d" % (cluster.task_type,
+                                                              cluster.task_index))
+    try:
+        # Without an "evaluator" task, train_and_evaluate only trains: every worker
+        # runs its replicas under the distribute coordinator. The EvalSpec is
+        # required by the API but never used.
+        tf.estimator.train_and_evaluate(
+            estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps,
+                                              hooks=[stop_hook]),
+            tf.estimator.EvalSpec(input_fn, steps=1))
+        stop_hook.restore()
+        # Every worker saved the step they stopped at; the chief's copy is the one.
+        saved = tf.train.latest_checkpoint(options.output_dir if cluster.is_chief
+                                           else scratch)
+        training.check_stopped(stop_hook, saved, max_steps, where=os.path.join(
+            options.output_dir, os.path.basename(saved or "")))
+    finally:
+        stop_hook.restore()
+        if not cluster.is_chief:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def make_multi_worker_strategy(use_gpu):

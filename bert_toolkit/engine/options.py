@@ -124,10 +124,13 @@ class RunOptions(ModelOptions, DeviceOptions, TpuOptions):
     cluster_port_base: int = option(
         8888, "--cluster=slurm: the port of a node's first task (the next task on the node "
         "takes the next port).")
-    step_timeout_seconds: int = option(
-        0, "End with one error line when no training step finishes for this many seconds "
-        "(after the first): on a cluster, a lost worker otherwise leaves the others waiting "
-        "forever. 0: wait.", minimum=0)
+    step_timeout_seconds: Optional[int] = option(
+        None, "End with one error line when no training step finishes for this many "
+        "seconds (the first step: at least 600 s): a lost worker otherwise leaves the "
+        "others of a cluster waiting forever. Default: on a cluster of 2+ workers, "
+        "max(60 s, 10x the longest step so far), 600 s for the first step; in one "
+        "process, wait. 0: wait.",
+        minimum=0)
     matmul_peak_tflops: float = option(
         0.0, "The device's matmul peak in the training precision, in TFLOP/s, for the MFU "
         "the training log shows (e.g. 312 for an A100 in bf16). 0: measured at start-up "

@@ -145,22 +145,58 @@ class ProgressHook(tf1.train.SessionRunHook):
         self._progress.add(min(self._per_call, self._progress.total - self._progress.done))
 
 
+STOP_VOTES, STOP_TOTALS = "bert_toolkit_stop_votes", "bert_toolkit_stop_totals"
+"""Graph collections, one item per replica: the placeholder [signal number, 1] a
+worker that received a stop signal feeds (zeros otherwise), and its sum over
+every replica of the cluster (see stop_vote)."""
+
+
+def stop_vote():
+    """Adds this replica's stop vote to the training graph (call in the model_fn, in
+    replica context, on a cluster): float32 [2] placeholder, summed across every
+    replica of every worker in the same step as the gradients, so that all workers
+    learn of a signal any one of them received at the same step."""
+    vote = tf1.placeholder_with_default(tf.zeros([2]), [2], name="stop_vote")
+    total = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, vote)
+    tf1.add_to_collection(STOP_VOTES, vote)
+    tf1.add_to_collection(STOP_TOTALS, total)
+
+
+def agreed_signal(total, received=None):
+    """The signal a cluster stops on, from the summed votes `total` = [sum of signal
+    numbers, number of replicas voting] (None: nobody voted): this worker's own
+    signal if it got one, else the voters' (their mean, when they agree)."""
+    if total[1] <= 0:
+        return None
+    return received or int(round(total[0] / total[1]))
+
+
 class StopOnSignalHook(tf1.train.SessionRunHook):
-    """Ends training cleanly on SIGTERM (a cluster's preemption notice) or SIGINT
-    (Ctrl-C): the train-op call running finishes, training stops, and the
-    Estimator's checkpoint saver writes the current step on its way out
-    (accumulation buffers and their counter included, so a resume continues
-    mid-cycle). `received` is the signal's number, or None. A second signal
-    acts as it normally would.
+    """Ends training cleanly on SIGTERM (a cluster's preemption notice, Slurm's
+    time limit) or SIGINT (Ctrl-C): the train-op call running finishes, training
+    stops, and the Estimator's checkpoint saver writes the current step on its
+    way out (accumulation buffers and their counter included, so a resume
+    continues mid-cycle). A second signal acts as it normally would.
+
+    On a cluster (the graph has stop_vote()s) a worker cannot stop alone: the
+    others would wait for it in the next all-reduce. Each step it votes (its
+    signal, if it got one) and every worker reads the sum in the same step, so
+    all stop after the same step and save it together (the chief's copy in
+    output_dir). `received`: this worker's signal; `stopped_on`: the signal
+    training stopped on (this worker's or another's), else None.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self):
         self.received = None
+        self.stopped_on = None
         self._previous = {}
+        self._votes = self._totals = []
 
     def begin(self):
+        self._votes = tf1.get_collection(STOP_VOTES)
+        self._totals = tf1.get_collection(STOP_TOTALS)
         if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
 
@@ -170,48 +206,110 @@ class StopOnSignalHook(tf1.train.SessionRunHook):
         self.restore()
 
     def restore(self):
-        """Puts the handlers back as they were before training."""
+        """Puts the handlers back as they were before training (the default one
+        where TensorFlow's C++ runtime had put its own: see default_sigterm)."""
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         self._previous = {}
 
+    def before_run(self, run_context):
+        if not self._votes:
+            return None
+        mine = [float(self.received), 1.0] if self.received else [0.0, 0.0]
+        # Only the first replica of a worker votes; every replica's sum is fetched,
+        # as each replica's collective must run in the step.
+        feed = {vote: mine if index == 0 else [0.0, 0.0]
+                for index, vote in enumerate(self._votes)}
+        return tf1.train.SessionRunArgs(self._totals, feed_dict=feed)
+
     def after_run(self, run_context, run_values):
-        if self.received is not None:
+        if self._votes:
+            self.stopped_on = agreed_signal(run_values.results[0], self.received)
+        elif self.received is not None:
+            self.stopped_on = self.received
+        if self.stopped_on is not None:
             run_context.request_stop()
+
+
+def default_sigterm():
+    """Gives SIGTERM back its default action if TensorFlow's C++ runtime took it.
+
+    Joining a cluster starts TensorFlow's coordination service, whose preemption
+    notifier catches SIGTERM and only records it: a worker told to stop before
+    training (which then stops on it, see StopOnSignalHook) would go on as if
+    nothing happened."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) is None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+LOST_WORKER_FLOOR_SECONDS = 60
+FIRST_STEP_SECONDS = 600
+LOST_WORKER_STEP_MULTIPLE = 10
+LOST_WORKER_RULE = ("max(%d s, %dx the longest step so far), %d s for the first step"
+                    % (LOST_WORKER_FLOOR_SECONDS, LOST_WORKER_STEP_MULTIPLE,
+                       FIRST_STEP_SECONDS))
+
+
+def lost_worker_timeout(longest_step_seconds, fixed_seconds=None):
+    """Seconds without a finished step after which a worker of a cluster gives up.
+
+    longest_step_seconds: the longest step this segment has run, None before its
+    first step ends (graph optimisation, the first collectives: FIRST_STEP_SECONDS
+    at least). fixed_seconds: --step_timeout_seconds (None: derived, see
+    LOST_WORKER_RULE; a periodic checkpoint save counts in a step's time)."""
+    if longest_step_seconds is None:
+        return max(FIRST_STEP_SECONDS, fixed_seconds or 0)
+    if fixed_seconds:
+        return fixed_seconds
+    return max(LOST_WORKER_FLOOR_SECONDS, LOST_WORKER_STEP_MULTIPLE * longest_step_seconds)
 
 
 class StepWatchdogHook(tf1.train.SessionRunHook):
     """Ends the process with one error line, exit 1, when no training step has
-    finished for `timeout_seconds` after the first one (which includes graph
-    optimisation): in a synchronous cluster a lost worker leaves the others
-    waiting in the all-reduce forever (TensorFlow 2.15's collective timeout did
-    not end that wait under the Estimator in our test). The line says how to
-    resume; the last periodic checkpoint is where that starts."""
+    finished for lost_worker_timeout(): in a synchronous cluster a lost worker
+    leaves the others waiting in the all-reduce forever (TensorFlow 2.15's
+    collective timeout did not end that wait under the Estimator in our test).
+    The line says how to resume; the last checkpoint is where that starts."""
 
-    def __init__(self, timeout_seconds, output_dir=None):
-        self._timeout = timeout_seconds
+    def __init__(self, timeout_seconds=None, output_dir=None):
+        self._fixed = timeout_seconds
         self._output_dir = output_dir
-        self._last = None
         self._done = threading.Event()
 
     def begin(self):
+        self._last = time.time()
+        self._longest = None
         threading.Thread(target=self._watch, daemon=True).start()
 
     def after_run(self, run_context, run_values):
-        self._last = time.time()
+        now = time.time()
+        if self._longest is not None:
+            self._longest = max(self._longest, now - self._last)
+        else:
+            self._longest = 0.0  # the first step ran: from now on steps are timed
+        self._last = now
 
     def end(self, session):
         self._done.set()
 
     def _watch(self):
         while not self._done.wait(1.0):
-            if self._last is not None and time.time() - self._last > self._timeout:
+            timeout = lost_worker_timeout(self._longest, self._fixed)
+            if time.time() - self._last > timeout:
+                if self._longest is None:
+                    what = "the first training step did not finish in %d s" % timeout
+                elif self._fixed:
+                    what = "no training step finished in %d s (--step_timeout_seconds)" % timeout
+                else:
+                    what = ("no training step finished in %d s (max(%d s, %dx the longest "
+                            "step); --step_timeout_seconds sets another)"
+                            % (timeout, LOST_WORKER_FLOOR_SECONDS, LOST_WORKER_STEP_MULTIPLE))
                 sys.stderr.write(
-                    "error: no training step finished in %d s (--step_timeout_seconds): a "
-                    "worker of the cluster is probably gone; stop the job and run the same "
-                    "command again (on as many workers as are left) to resume from the last "
-                    "checkpoint%s\n" % (self._timeout, " in %s" % self._output_dir
-                                         if self._output_dir else ""))
+                    "error: %s: a worker of the cluster is probably gone; stop the job and "
+                    "run the same command again (on as many workers as are left) to resume "
+                    "from the last checkpoint%s\n"
+                    % (what, " in %s" % self._output_dir if self._output_dir else ""))
                 sys.stderr.flush()
                 os._exit(1)
 
@@ -283,10 +381,16 @@ def train(estimator, input_fn, max_steps, hooks=()):
         estimator.train(input_fn, max_steps=max_steps, hooks=hooks)
     finally:
         stop_hook.restore()
-    if stop_hook.received is not None:
-        checkpoint = estimator.latest_checkpoint()
-        step = tf.train.load_checkpoint(checkpoint).get_tensor("global_step")
-        raise Stopped("%s: training stopped at step %d of %d, saved in %s; run the same "
-                      "command again to resume from there"
-                      % (signal.Signals(stop_hook.received).name, step, max_steps,
-                         checkpoint), 128 + stop_hook.received)
+    check_stopped(stop_hook, estimator.latest_checkpoint(), max_steps)
+
+
+def check_stopped(stop_hook, checkpoint, max_steps, where=None):
+    """Raises errors.Stopped if `stop_hook` stopped training: one line with the
+    signal, the step saved in `checkpoint` and how to resume."""
+    if stop_hook.stopped_on is None:
+        return
+    step = tf.train.load_checkpoint(checkpoint).get_tensor("global_step")
+    raise Stopped("%s: training stopped at step %d of %d, saved in %s; run the same "
+                  "command again to resume from there"
+                  % (signal.Signals(stop_hook.stopped_on).name, step, max_steps,
+                     where or checkpoint), 128 + stop_hook.stopped_on)

@@ -28,3 +28,14 @@ def training_flops_per_example(config, seq_length):
 def utilisation(flops_per_second, peak_flops_per_second):
     """MFU as a fraction (None without a peak)."""
     return flops_per_second / peak_flops_per_second if peak_flops_per_second else None
+
+
+def pretraining_flops_per_example(config, seq_length, predictions_per_example):
+    """Training matmul FLOPs of one pre-training example: the encoder's, plus the
+    masked-LM head's at each prediction (its transform dense layer and the tied
+    output matmul over the vocabulary), forward + backward. The next-sentence
+    head (a [hidden, 2] matmul) is left out."""
+    field = config.get if isinstance(config, dict) else lambda name: getattr(config, name)
+    h, vocab = field("hidden_size"), field("vocab_size")
+    head = 2 * (h * h + h * vocab) * predictions_per_example
+    return training_flops_per_example(config, seq_length) + 3 * head

@@ -453,17 +453,6 @@ CASES = {
             "cluster": {"worker": ["localhost:1", "localhost:2"]},
             "task": {"type": "chief", "index": 0}})}),
         ["TF_CONFIG: task type 'chief' is not a job of the cluster"]),
-    "classifier_tf_config_cluster_with_evaluation_during_training": Case(
-        classifier(eval_every_n_steps="5", env={"TF_CONFIG": json.dumps({
-            "cluster": {"worker": ["localhost:1", "localhost:2"]},
-            "task": {"type": "worker", "index": 1}})}),
-        ["cluster: from TF_CONFIG: 2 workers; evaluation during training"]),
-    "classifier_slurm_step_with_evaluation_during_training": Case(
-        classifier(extra=["--eval_every_epoch"], env={
-            "SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2",
-            "SLURM_STEP_NODELIST": "node[1-2]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}),
-        ["cluster: Slurm, task 0 of 2 (node1:8888, node2:8888): 2 workers",
-         "--cluster=local"]),
     "classifier_cluster_slurm_outside_slurm": Case(
         classifier(cluster="slurm"), ["--cluster=slurm: SLURM_PROCID", "not set"]),
     "classifier_doc_stride_zero": Case(

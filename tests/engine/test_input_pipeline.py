@@ -73,3 +73,22 @@ def test_input_fingerprint(tmp_path):
     assert input_pipeline.input_fingerprint([first, second, missing]) != changed
     write(tmp_path, "c.tsv", "")
     assert input_pipeline.input_fingerprint([first, second, missing]) not in (base, changed)
+
+
+def test_each_worker_keeps_the_batches_one_process_gives_its_replicas():
+    """Worker w of P with L replicas each keeps per-replica batches i with
+    (i // L) % P == w; together, in step order, they are the whole stream."""
+    from bert_toolkit.engine.input_pipeline import this_workers_batches
+    for workers, local_replicas in ((2, 1), (2, 2), (3, 2)):
+        kept = []
+        for worker in range(workers):
+            context = tf.distribute.InputContext(
+                num_input_pipelines=workers, input_pipeline_id=worker,
+                num_replicas_in_sync=workers * local_replicas)
+            stream = tf.data.Dataset.range(100).repeat()
+            kept.append([int(x) for x in this_workers_batches(stream, context).take(6)])
+        for worker, batches in enumerate(kept):
+            assert all((i // local_replicas) % workers == worker for i in batches), kept
+        steps = [sum((kept[w][s * local_replicas:(s + 1) * local_replicas]
+                      for w in range(workers)), []) for s in range(6 // local_replicas)]
+        assert sum(steps, []) == list(range(6 // local_replicas * workers * local_replicas))

@@ -34,3 +34,59 @@ def test_training_log_line_shows_mfu_and_the_numbers_of_the_last_update(monkeypa
     # 4 examples x 1e9 x (10 + 20) FLOPs in the 3 s since the first call, peak 1e12.
     assert len(lines) == 1 and lines[0].startswith("step 1/10 (10%), 2.7 examples/s")
     assert "gradient norm 2.5" in lines[0] and lines[0].endswith("MFU 4.0%")
+
+
+def test_lost_worker_timeout_floors_the_first_step_and_scales_with_the_longest():
+    from bert_toolkit.engine import training
+    assert training.lost_worker_timeout(None) == 600
+    assert training.lost_worker_timeout(None, 30) == 600  # graph building, first collectives
+    assert training.lost_worker_timeout(None, 900) == 900
+    assert training.lost_worker_timeout(0.5) == 60
+    assert training.lost_worker_timeout(12.0) == 120
+    assert training.lost_worker_timeout(12.0, 30) == 30
+
+
+def test_the_agreed_signal_is_this_workers_own_else_the_voters():
+    import signal
+
+    from bert_toolkit.engine import training
+    assert training.agreed_signal([0.0, 0.0]) is None
+    assert training.agreed_signal([0.0, 0.0], received=None) is None
+    assert training.agreed_signal([30.0, 2.0]) == signal.SIGTERM
+    assert training.agreed_signal([15.0, 1.0], received=signal.SIGINT) == signal.SIGINT
+
+
+def test_the_stop_hook_votes_through_the_graph_and_stops_on_the_sum():
+    """One replica stands for a cluster (the two-worker tests in
+    tests/tasks/pretraining run the real one): no vote, no stop; after SIGTERM
+    the hook feeds its vote and stops on the summed result."""
+    import collections
+    import signal
+
+    from bert_toolkit.engine import training
+
+    class RunContext:
+        stopped = False
+
+        def request_stop(self):
+            self.stopped = True
+
+    Values = collections.namedtuple("Values", ["results"])
+    with tf.Graph().as_default():
+        training.stop_vote()
+        hook = training.StopOnSignalHook()
+        hook.begin()
+        try:
+            with tf1.Session() as session:
+                def step():
+                    args = hook.before_run(None)
+                    totals = session.run(args.fetches, feed_dict=args.feed_dict)
+                    context = RunContext()
+                    hook.after_run(context, Values(totals))
+                    return context.stopped, totals[0].tolist()
+                assert step() == (False, [0.0, 0.0])
+                hook._on_signal(signal.SIGTERM, None)
+                assert step() == (True, [15.0, 1.0])
+                assert hook.stopped_on == signal.SIGTERM
+        finally:
+            hook.restore()

@@ -322,14 +322,8 @@ def run(options):
     model_fn = model_fn_builder.build_model_fn(
         bert_config,
         make_head_fn(bert_config, runtime.precision, runtime.inference_precision),
-        plan, init_checkpoint=model_inputs.init_checkpoint,
-        learning_rate=options.learning_rate, precision=runtime.precision,
-        inference_precision=runtime.inference_precision, optimizer=options.optimizer,
-        weight_decay_rate=options.weight_decay_rate,
-        log_every_n_steps=options.log_every_n_steps,
-        output_dir=options.output_dir if chief else None, log_per_replica=True,
-        show_progress=chief, step_timeout_seconds=options.step_timeout_seconds,
-        matmul_peak_flops=placement.matmul_peak)
+        plan, init_checkpoint=model_inputs.init_checkpoint, log_per_replica=True,
+        **launch.model_fn_settings(options, placement))
     estimator = launch.make_estimator(options, placement, model_fn)
     console.info(launch.describe(options, placement))
     report = launch.Report(options.output_dir)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_toolkit.engine import model_selection
 from bert_toolkit.errors import InputError
 from bert_toolkit.tasks.classification import head as classifier_head
 from bert_toolkit.text import tokenization
@@ -161,31 +162,45 @@ def test_quickstart_pipeline_on_real_sentences_beats_chance(tmp_path):
     assert glob.glob(str(tmp_path / "run" / "classifier" / "serving" / "*" / "saved_model.pb"))
 
 
-def test_two_workers_fine_tune_and_the_chief_evaluates_and_exports(tmp_path):
-    """Two local CPU workers (TF_CONFIG) train one classifier synchronously: the
-    plan counts both workers' replicas, the chief alone writes checkpoints,
-    evaluation and the export, and the model learns the toy task."""
+def history_without_times(output_dir):
+    with open(os.path.join(output_dir, "eval_history.jsonl")) as f:
+        entries = [json.loads(line) for line in f]
+    for entry in entries:
+        for key in [k for k in entry if "time" in k or "seconds" in k]:
+            del entry[key]
+    return entries
+
+
+def test_two_workers_evaluate_stop_early_and_export_like_one_process(tmp_path):
+    """Two local CPU workers (TF_CONFIG) train one classifier synchronously,
+    evaluating every 8 steps with early stopping: the chief evaluates while the
+    other waits for its record, both stop at the same step, and the evaluation
+    record, best step, best checkpoint and export equal those of one process
+    with 2 CPU replicas on the same data."""
     model = write_tiny_model(str(tmp_path / "model"), with_classifier_labels=2)
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_sentiment_csv(str(data_dir / "train.csv"), 64, seed=1)
     write_sentiment_csv(str(data_dir / "dev.csv"), 24, seed=2)
-    out = str(tmp_path / "out")
-    ports = [free_port(), free_port()]
     command = [sys.executable, "run_custom_classifier.py", "--task_name=custom",
                "--data_dir=%s" % data_dir, "--text_a_column=sentence", "--label_column=label",
                "--vocab_file=%s" % model["vocab_file"],
                "--bert_config_file=%s" % model["bert_config_file"],
-               "--init_checkpoint=%s" % model["init_checkpoint"], "--output_dir=%s" % out,
+               "--init_checkpoint=%s" % model["init_checkpoint"],
                "--max_seq_length=16", "--train_batch_size=4", "--learning_rate=3e-3",
-               "--num_train_epochs=8", "--do_train", "--do_eval", "--save_for_serving"]
+               "--num_train_epochs=8", "--do_train", "--do_eval", "--save_for_serving",
+               "--eval_every_n_steps=8", "--early_stopping_patience=1",
+               "--use_best_checkpoint"]
+    two = str(tmp_path / "two")
+    ports = [free_port(), free_port()]
     procs = []
     for index in range(2):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps({
             "cluster": {"worker": ["localhost:%d" % p for p in ports]},
             "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True))
+        procs.append(subprocess.Popen(command + ["--output_dir=%s" % two], cwd=REPO, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
     try:
         logs = [p.communicate(timeout=300)[1] for p in procs]
     finally:
@@ -196,16 +211,36 @@ def test_two_workers_fine_tune_and_the_chief_evaluates_and_exports(tmp_path):
     assert "worker 0 of 2 (chief)" in logs[0] and "worker 1 of 2 (not chief)" in logs[1]
     # 64 examples x 8 epochs / (4 per replica x 2 workers) = 64 optimizer steps.
     assert "2 replicas x 4 examples per replica" in logs[0] and "= 64 optimizer steps" in logs[0]
-    assert "step 64/64 (100%)" in logs[0] and "examples/s" not in logs[1]
+    assert "examples/s" not in logs[1] and "eval at step" not in logs[1]
     # The progress line's MFU, against the peak measured at start-up.
     assert re.search(r"matmul peak [0-9.]+ TFLOP/s", logs[0])
-    assert re.search(r"step 64/64 .*, MFU [0-9]+\.[0-9]%\n", logs[0])
-    assert tf.train.latest_checkpoint(out).endswith("model.ckpt-64")
-    with open(os.path.join(out, "eval_results.json")) as f:
-        report = json.load(f)
-    assert report["global_step"] == 64 and report["accuracy"] > 0.8
-    assert glob.glob(os.path.join(out, "serving", "*", "saved_model.pb"))
-    assert not os.path.exists(os.path.join(out, "tmp_worker_1"))
+    assert re.search(r"step 8/64 .*, MFU [0-9]+\.[0-9]%\n", logs[0])
+    assert "early stopping: accuracy did not improve in 1 evaluations" in logs[0]
+    assert glob.glob(os.path.join(two, "serving", "*", "saved_model.pb"))
+    assert not os.path.exists(os.path.join(two, "tmp_worker_1"))
+    assert not os.path.exists(os.path.join(two, model_selection.EVALUATING_FILE))
+
+    one = str(tmp_path / "one")
+    result = subprocess.run(command + ["--output_dir=%s" % one, "--num_cpu_replicas=2"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    history = history_without_times(two)
+    assert [e["step"] for e in history] == [8, 16] and history[-1]["stop"]
+    assert history == history_without_times(one)
+    for name in ("best_checkpoint.json", "eval_results.json"):
+        with open(os.path.join(two, name)) as f, open(os.path.join(one, name)) as g:
+            assert json.load(f) == json.load(g), name
+    exports = [glob.glob(os.path.join(d, "serving", "*", "variables", "variables.index"))[0]
+               for d in (two, one)]
+    for prefixes in ([os.path.join(d, "best", "model.ckpt-8") for d in (two, one)],
+                     [e[:-len(".index")] for e in exports]):
+        readers = [tf.train.load_checkpoint(p) for p in prefixes]
+        names = [n for n, _ in tf.train.list_variables(prefixes[1])]
+        assert len(names) > 10
+        for name in names:
+            np.testing.assert_array_equal(readers[0].get_tensor(name),
+                                          readers[1].get_tensor(name), err_msg=name)
 
 
 def test_class_weights_balanced_and_explicit():
