@@ -317,6 +317,59 @@ def final_peaks(precisions, peer_python=None, size=2048, max_wait_seconds=0):
     return best
 
 
+def measure_sides(workers, args, precisions, peer_python, example_flops, replicas=None):
+    """Runs args.rounds alternating rounds of the started `workers`, closes them,
+    re-measures the peaks and returns side_results (see there)."""
+    try:
+        rounds = alternate_rounds(workers, args.rounds, args.max_wait,
+                                  steps=args.steps_per_round)
+        print_compile_times(workers)
+    finally:
+        close_all(workers)
+    peaks = final_peaks(precisions, peer_python, args.peak_size, args.max_wait)
+    return side_results(rounds, workers, peaks, example_flops, replicas)
+
+
+def side_results(rounds, workers, peaks, example_flops, replicas=None):
+    """One result dict per side from alternate_rounds' rounds: the median
+    examples/s, its rounds, the load they ran under, GFLOP/s and MFU.
+
+    The MFU's peak is the machine's at the side's precision: the best either
+    framework reached, at start-up (workers' ready messages) or re-measured
+    after the rounds (`peaks`, see final_peaks). `example_flops`: model FLOPs
+    of one example; `replicas`: side name -> replica count (default 1).
+    """
+    results = []
+    for name, side_rounds in rounds.items():
+        precision = "bf16" if "bf16" in name else "fp32"
+        peak = max([w.ready.get("peak_gflops", 0.0) for n, w in workers.items()
+                    if ("bf16" in n) == (precision == "bf16")] + [peaks.get(precision, 0.0)])
+        rate = median([r["examples_per_second"] for r in side_rounds])
+        results.append({
+            "side": name, "precision": precision, "examples_per_second": rate,
+            "rounds": [r["examples_per_second"] for r in side_rounds],
+            "load_averages": [r["load_average"] for r in side_rounds],
+            "others_runnable": [r["others_runnable_before"] for r in side_rounds],
+            # Busy share of the cores while the side ran (1.0 = all of them).
+            "cpu_utilisation": median([r["cpu_seconds"] / (r["seconds"] * (os.cpu_count() or 1))
+                                       for r in side_rounds]),
+            "gflops_per_example": example_flops / 1e9,
+            "achieved_gflops": rate * example_flops / 1e9, "peak_gflops": peak,
+            "mfu": rate * example_flops / 1e9 / peak if peak else float("nan"),
+            "peak_by_side": workers[name].ready.get("peak_gflops"),
+            "replicas": (replicas or {}).get(name, 1),
+            "input_examples_per_second": workers[name].ready.get("input_examples_per_second")})
+    return results
+
+
+def split_choices(value, allowed, flag):
+    """A comma-separated flag value as a list, each item one of `allowed`."""
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items or set(items) - set(allowed):
+        raise BenchError("%s=%s: expected %s" % (flag, value, " and/or ".join(allowed)))
+    return items
+
+
 def torch_peer_sides(precisions, torch_compile):
     """[(side name, precision, extra torch_peer.py flags)] of the torch peer:
     eager (fp32) or autocast (bf16), and each under torch.compile when asked."""

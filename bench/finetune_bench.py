@@ -33,6 +33,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import estimator_rounds  # noqa: E402
+
 import benchlib  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
@@ -98,24 +100,13 @@ def make_features(config, seq_length, data, num_examples, seed=0):
 
 
 def serve_ours(args):
-    import time
-
     import tensorflow as tf
 
     from bert_toolkit.engine import distribution, input_pipeline, model_fn_builder, training_plan
-    from bert_toolkit.model import modeling
     from bert_toolkit.tasks.classification import features as classifier_features
     from bert_toolkit.tasks.classification import head as classifier_head
 
-    tf1 = tf.compat.v1
-    peak = measure_tf_peak(args.precision, args.peak_size)
-    _, config_fields = benchlib.load_config(args.config)
-    bert_config = modeling.BertConfig.from_dict(config_fields)
-    features = dict(np.load(args.features))
-    record_path = os.path.join(args.workdir, "train.tf_record")
-    rows = ({name: values[i] for name, values in features.items()}
-            for i in range(len(features["input_ids"])))
-    input_pipeline.write_tfrecord(record_path, rows)
+    peak, bert_config, _, record_path = estimator_rounds.prepare_worker(args)
     spec = classifier_features.feature_spec(args.seq_length, 2, False)
     per_replica_batch = args.batch // args.num_replicas
     plan = training_plan.plan_steps(10 ** 8, 10, per_replica_batch, args.num_replicas, 1)
@@ -133,111 +124,8 @@ def serve_ours(args):
     input_fn = input_pipeline.make_input_fn(record_path, spec, per_replica_batch, True,
                                             seed=1, trim_to_longest_of=trim,
                                             bucket_by_length=args.padding_mode == "bucketed")
-    input_rate = input_examples_per_second(input_fn, per_replica_batch)
-    commands = benchlib.commands()
-
-    class RoundHook(tf1.train.SessionRunHook):
-        """Warm-up, then rounds on request; blocks between them (nothing timed there)."""
-
-        def __init__(self):
-            self.calls = 0
-            self.round_steps = None
-            self.started = None
-            self.op_times = {}
-
-        def before_run(self, run_context):
-            if args.profile and self.round_steps:
-                return tf1.train.SessionRunArgs(None, options=tf1.RunOptions(
-                    trace_level=tf1.RunOptions.FULL_TRACE))
-            return None
-
-        def after_run(self, run_context, run_values):
-            self.calls += 1
-            if args.profile and self.round_steps and run_values.run_metadata is not None:
-                add_op_times(self.op_times, run_values.run_metadata)
-            if self.round_steps is None:
-                if self.calls < args.warmup_steps:
-                    return
-                benchlib.send({"ready": True, "peak_gflops": peak,
-                               "input_examples_per_second": input_rate})
-            else:
-                self.round_steps -= 1
-                if self.round_steps:
-                    return
-                seconds = time.perf_counter() - self.started
-                cpu = time.process_time() - self.cpu_started
-                benchlib.send({"examples_per_second": self.steps * args.batch / seconds,
-                               "seconds": seconds, "cpu_seconds": cpu,
-                               "op_seconds": dict(self.op_times)})
-                self.op_times.clear()
-            command = next(commands, None)
-            if command is None:
-                run_context.request_stop()
-                self.round_steps = 1  # the stop takes effect after this run
-                return
-            self.steps = self.round_steps = int(command.get("steps", args.steps_per_round))
-            self.started = time.perf_counter()
-            self.cpu_started = time.process_time()
-
-    estimator.train(input_fn, max_steps=10 ** 8, hooks=[RoundHook()])
-
-
-def input_examples_per_second(input_fn, batch_size, seconds=2.0):
-    """Examples/s the training input pipeline alone delivers (read, parse, cut, batch).
-
-    Far above the training step's rate means the device never waits for data
-    and the pipeline takes a small share of the cores it shares with training.
-    """
-    import time
-    batches = iter(input_fn())
-    next(batches)  # start-up: opening the file, filling the shuffle buffer
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        next(batches)
-        count += 1
-    return count * batch_size / (time.perf_counter() - start)
-
-
-def add_op_times(op_times, run_metadata):
-    """Adds each traced op's wall time (s) to op_times[op type]; time on both cores adds."""
-    for device in run_metadata.step_stats.dev_stats:
-        if "/cpu:" not in device.device.lower() and "/device:cpu:" not in device.device.lower():
-            continue
-        for node in device.node_stats:
-            label = node.timeline_label
-            # "name = OpType(inputs)"; fall back on the node name.
-            op = label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label \
-                else node.node_name.split(":")[0]
-            seconds = (node.all_end_rel_micros or node.op_end_rel_micros) / 1e6
-            op_times[op] = op_times.get(op, 0.0) + seconds
-            part = "part: " + model_part(node.node_name)
-            op_times[part] = op_times.get(part, 0.0) + seconds
-
-
-# Which part of the model a node belongs to, from its name; first match wins.
-_PARTS = (("dropout", "dropout"), ("LayerNorm", "layer norm"), ("moments", "layer norm"),
-          ("attention/self", "self-attention"), ("attention/output", "attention output"),
-          ("intermediate", "feed-forward in + GELU"), ("/output/", "feed-forward out"),
-          ("embeddings", "embeddings"), ("pooler", "pooler"), ("loss", "loss"),
-          ("output_weights", "classifier"))
-
-
-def model_part(node_name):
-    """'forward: self-attention', 'backward: dropout', 'optimizer', ... for a node name."""
-    direction = "backward" if node_name.startswith("gradients") else "forward"
-    for pattern, part in _PARTS:
-        if pattern in node_name:
-            return "%s: %s" % (direction, part)
-    if direction == "forward" and not node_name.startswith("bert/"):
-        return "optimizer and the rest"
-    return "%s: other" % direction
-
-
-def measure_tf_peak(precision, n=2048, repeats=5):
-    """GFLOP/s of TensorFlow's best n^3 matmul at `precision` on the CPU (all
-    threads): the measurement the training log's MFU uses."""
-    from bert_toolkit.engine import distribution
-    return distribution.measure_matmul_peak("/cpu:0", precision, n, repeats) / 1e9
+    input_rate = estimator_rounds.input_examples_per_second(input_fn, per_replica_batch)
+    estimator_rounds.train_in_rounds(estimator, input_fn, args, peak, input_rate)
 
 
 # -- controller ----------------------------------------------------------------------
@@ -275,7 +163,6 @@ def run(args):
              ", padding %s" % args.padding if args.data != "synthetic" else "", example_flops / 1e9,
              args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
     workdir = benchlib.scratch_dir("finetune_bench_")
-    results = []
     try:
         features = make_features(config, args.seq_length, args.data,
                                  max(8 * args.batch, 256))
@@ -318,36 +205,11 @@ def run(args):
                     if paddings != ["full"]:
                         command.append("--pad_to_longest")
                     workers[name] = benchlib.Worker(name, command)
-            rounds = benchlib.alternate_rounds(workers, args.rounds, args.max_wait,
-                                               steps=args.steps_per_round)
-            benchlib.print_compile_times(workers)
-        finally:
+        except BaseException:
             benchlib.close_all(workers)
-        peaks = benchlib.final_peaks(precisions, peer_python, args.peak_size, args.max_wait)
-        for name, side_rounds in rounds.items():
-            precision = "bf16" if "bf16" in name else "fp32"
-            # The machine's peak: the best either framework reached at this precision,
-            # at start-up or re-measured after the rounds.
-            peak = max([w.ready.get("peak_gflops", 0.0) for n, w in workers.items()
-                        if ("bf16" in n) == (precision == "bf16")]
-                       + [peaks.get(precision, 0.0)])
-            rate = benchlib.median([r["examples_per_second"] for r in side_rounds])
-            results.append({
-                "side": name, "precision": precision, "examples_per_second": rate,
-                "rounds": [r["examples_per_second"] for r in side_rounds],
-                "load_averages": [r["load_average"] for r in side_rounds],
-                "others_runnable": [r["others_runnable_before"] for r in side_rounds],
-                # Busy share of the cores while the side ran (1.0 = all of them).
-                "cpu_utilisation": benchlib.median(
-                    [r["cpu_seconds"] / (r["seconds"] * (os.cpu_count() or 1))
-                     for r in side_rounds]),
-                "gflops_per_example": example_flops / 1e9,
-                "achieved_gflops": rate * example_flops / 1e9, "peak_gflops": peak,
-                "mfu": rate * example_flops / 1e9 / peak if peak else float("nan"),
-                "peak_by_side": workers[name].ready.get("peak_gflops"),
-                "replicas": replicas.get(name, 1),
-                "input_examples_per_second": workers[name].ready.get(
-                    "input_examples_per_second")})
+            raise
+        results = benchlib.measure_sides(workers, args, precisions, peer_python,
+                                         example_flops, replicas)
     finally:
         benchlib.remove_tree(workdir)
     print_results(results, peer_python, args)
@@ -369,22 +231,8 @@ def profile(args, features_path, workdir, precision, count):
         result = worker.request("round", steps=args.steps_per_round)
     finally:
         worker.close()
-    parts = {name[len("part: "):]: t for name, t in result["op_seconds"].items()
-             if name.startswith("part: ")}
-    op_seconds = {name: t for name, t in result["op_seconds"].items()
-                  if not name.startswith("part: ")}
-    total = sum(op_seconds.values())
-    wall = result["seconds"] / args.steps_per_round
-    print("ours %s, %d replica(s), traced: %.3f s wall per step (tracing slows it), %.3f s "
-          "of op time per step (the cores' times add up)"
-          % (precision, count, wall, total / args.steps_per_round))
-    rows = [[op, "%.1f" % (1000 * t / args.steps_per_round), "%.1f%%" % (100 * t / total)]
-            for op, t in sorted(op_seconds.items(), key=lambda item: -item[1])[:30]]
-    print(benchlib.format_table(["op type", "ms per step", "share"], rows))
-    rows = [[part, "%.1f" % (1000 * t / args.steps_per_round), "%.1f%%" % (100 * t / total)]
-            for part, t in sorted(parts.items(), key=lambda item: -item[1])]
-    print(benchlib.format_table(["part of the model", "ms per step", "share"], rows))
-    return 0
+    return estimator_rounds.print_profile(result, args.steps_per_round,
+                                          "ours %s, %d replica(s)" % (precision, count))
 
 
 def passthrough(args):

@@ -27,6 +27,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import estimator_rounds  # noqa: E402
 import finetune_bench  # noqa: E402
 
 import benchlib  # noqa: E402
@@ -79,7 +80,7 @@ def serve_ours(args):
 
     import tensorflow as tf
 
-    peak = finetune_bench.measure_tf_peak(args.precision, args.peak_size)
+    peak = estimator_rounds.measure_tf_peak(args.precision, args.peak_size)
     if args.export_dir:
         _, version_dir = export_layout.resolve_version_dir(args.export_dir)
     else:

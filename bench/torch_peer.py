@@ -1,4 +1,5 @@
-"""The peer side of finetune_bench.py and inference_bench.py: PyTorch + transformers.
+"""The peer side of the fine-tuning, pre-training and inference benches: PyTorch +
+transformers.
 
 Runs under any interpreter that has torch and transformers (it imports no
 TensorFlow and nothing of the toolkit but bench/benchlib.py), as a worker
@@ -6,6 +7,8 @@ driven by the controller over stdin/stdout (see benchlib).
 
     --mode=train   BertForSequenceClassification, torch.optim.AdamW, one
                    optimizer step per batch, dropout on.
+    --mode=pretrain  BertForPreTraining (masked-LM + next-sentence losses), trained
+                   the same way (pretraining_bench.py).
     --mode=infer   the same model in eval mode under torch.inference_mode.
     --mode=onnx    that model exported to ONNX (opset 17) and run by onnxruntime
                    (needs onnxruntime and onnx as well).
@@ -27,7 +30,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 
-def make_model(config_name, num_labels=2):
+def make_model(config_name, num_labels=2, pretraining=False):
+    """BertForSequenceClassification of the bench config (BertForPreTraining with
+    `pretraining`)."""
     import transformers
     _, fields = benchlib.load_config(config_name)
     config = transformers.BertConfig(
@@ -41,6 +46,8 @@ def make_model(config_name, num_labels=2):
         max_position_embeddings=fields["max_position_embeddings"],
         type_vocab_size=fields["type_vocab_size"], layer_norm_eps=1e-12,
         num_labels=num_labels)
+    if pretraining:
+        return transformers.BertForPreTraining(config)
     return transformers.BertForSequenceClassification(config)
 
 
@@ -83,18 +90,42 @@ def batches(features, batch_size, pad_to_longest=False):
                "labels": torch.from_numpy(features["label_ids"][rows].astype(np.int64))}
 
 
+def pretraining_batches(features, batch_size):
+    """Endless BertForPreTraining batches cycling through pretraining_bench's
+    examples: `labels` -100 except at the masked positions (the masked_lm_ids),
+    and next_sentence_label."""
+    import torch
+    count, seq_length = features["input_ids"].shape
+    labels = np.full((count, seq_length), -100, np.int64)
+    rows = np.repeat(np.arange(count), features["masked_lm_positions"].shape[1])
+    real = features["masked_lm_weights"].reshape(-1) > 0
+    labels[rows[real], features["masked_lm_positions"].reshape(-1)[real]] = \
+        features["masked_lm_ids"].reshape(-1)[real]
+    start = 0
+    while True:
+        rows = np.arange(start, start + batch_size) % count
+        start = (start + batch_size) % count
+        yield {"input_ids": torch.from_numpy(features["input_ids"][rows].astype(np.int64)),
+               "attention_mask": torch.from_numpy(features["input_mask"][rows].astype(np.int64)),
+               "token_type_ids": torch.from_numpy(features["segment_ids"][rows].astype(np.int64)),
+               "labels": torch.from_numpy(labels[rows]),
+               "next_sentence_label": torch.from_numpy(
+                   features["next_sentence_labels"][rows].astype(np.int64))}
+
+
 def serve(args):
     import torch
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(0)
     features = dict(np.load(args.features))
-    model = make_model(args.config)
+    model = make_model(args.config, pretraining=args.mode == "pretrain")
     bf16 = args.precision == "bf16"
-    stream = batches(features, args.batch, args.pad_to_longest)
+    stream = pretraining_batches(features, args.batch) if args.mode == "pretrain" else \
+        batches(features, args.batch, args.pad_to_longest)
     if args.compile:
         model = torch.compile(model)
 
-    if args.mode == "train":
+    if args.mode in ("train", "pretrain"):
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
 
@@ -152,7 +183,7 @@ def make_onnx_step(model, stream, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=["train", "infer", "onnx"], required=True)
+    parser.add_argument("--mode", choices=["train", "pretrain", "infer", "onnx"], required=True)
     parser.add_argument("--features", required=True, help="npz written by the controller.")
     parser.add_argument("--config", required=True)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")

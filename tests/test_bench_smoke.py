@@ -33,6 +33,22 @@ def test_finetune_bench_runs_the_estimator():
     assert "peer skipped: --peer=none" in out
 
 
+def test_pretraining_bench_trains_run_pretrainings_model_fn():
+    out = run_bench("pretraining_bench.py", "--config=tiny", "--seq_length=32", "--batch=4",
+                    "--rounds=1", "--steps_per_round=2", "--warmup_steps=1",
+                    "--peak_size=128", "--peer=none")
+    assert "pre-training tiny, seq 32, 5 masked positions" in out
+    assert "ours fp32 adamw" in out and "ours fp32 lamb" in out
+    assert "peer skipped: --peer=none" in out
+
+
+def test_pretraining_bench_profile_names_the_masked_lm_head():
+    out = run_bench("pretraining_bench.py", "--config=tiny", "--seq_length=32", "--batch=4",
+                    "--steps_per_round=2", "--warmup_steps=1", "--peak_size=128",
+                    "--peer=none", "--profile", "--optimizer=adamw")
+    assert "part of the model" in out and "forward: masked-LM head" in out
+
+
 def test_inference_bench_serves_the_export():
     out = run_bench("inference_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
                     "--precision=fp32", "--rounds=1", "--steps_per_round=2",
@@ -70,7 +86,8 @@ def test_text_serving_bench_compares_in_graph_with_client_tokenizing():
     assert "same probabilities (atol 1e-4): yes" in out
 
 
-@pytest.mark.parametrize("script", ["finetune_bench.py", "inference_bench.py",
+@pytest.mark.parametrize("script", ["finetune_bench.py", "pretraining_bench.py",
+                                    "inference_bench.py",
                                     "tokenization_bench.py", "ablation_bench.py",
                                     "text_serving_bench.py"])
 def test_bench_help(script):

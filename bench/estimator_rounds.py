@@ -1,0 +1,161 @@
+"""Our side of the training benches: an Estimator that trains in timed rounds.
+
+What finetune_bench.py and pretraining_bench.py share on the TensorFlow side:
+the matmul peak, the input pipeline's own rate, and `train_in_rounds`, which
+runs one Estimator session for every round, so that graph building and
+warm-up are paid once and nothing but training steps is timed.
+"""
+
+import os
+import time
+
+import benchlib
+
+
+def prepare_worker(args):
+    """What an ours worker starts from: (matmul peak GFLOP/s at args.precision, the
+    BertConfig of args.config, the controller's features (dict of arrays), the
+    path of the TFRecord they were written to in args.workdir)."""
+    import numpy as np
+
+    from bert_toolkit.engine import input_pipeline
+    from bert_toolkit.model import modeling
+    peak = measure_tf_peak(args.precision, args.peak_size)
+    _, config_fields = benchlib.load_config(args.config)
+    features = dict(np.load(args.features))
+    record_path = os.path.join(args.workdir, "train.tf_record")
+    input_pipeline.write_tfrecord(record_path, (
+        {name: values[i] for name, values in features.items()}
+        for i in range(len(features["input_ids"]))))
+    return peak, modeling.BertConfig.from_dict(config_fields), features, record_path
+
+
+def train_in_rounds(estimator, input_fn, args, peak, input_rate):
+    """Trains `estimator` on `input_fn`: args.warmup_steps unmeasured steps, then
+    rounds of args.steps_per_round (or the controller's count) on request, each
+    answered with examples/s (args.batch examples per step), wall and CPU
+    seconds; with args.profile, also the traced seconds of each op type."""
+    import tensorflow as tf
+    tf1 = tf.compat.v1
+    commands = benchlib.commands()
+
+    class RoundHook(tf1.train.SessionRunHook):
+        """Warm-up, then rounds on request; blocks between them (nothing timed there)."""
+
+        def __init__(self):
+            self.calls = 0
+            self.round_steps = None
+            self.started = None
+            self.op_times = {}
+
+        def before_run(self, run_context):
+            if args.profile and self.round_steps:
+                return tf1.train.SessionRunArgs(None, options=tf1.RunOptions(
+                    trace_level=tf1.RunOptions.FULL_TRACE))
+            return None
+
+        def after_run(self, run_context, run_values):
+            self.calls += 1
+            if args.profile and self.round_steps and run_values.run_metadata is not None:
+                add_op_times(self.op_times, run_values.run_metadata)
+            if self.round_steps is None:
+                if self.calls < args.warmup_steps:
+                    return
+                benchlib.send({"ready": True, "peak_gflops": peak,
+                               "input_examples_per_second": input_rate})
+            else:
+                self.round_steps -= 1
+                if self.round_steps:
+                    return
+                seconds = time.perf_counter() - self.started
+                cpu = time.process_time() - self.cpu_started
+                benchlib.send({"examples_per_second": self.steps * args.batch / seconds,
+                               "seconds": seconds, "cpu_seconds": cpu,
+                               "op_seconds": dict(self.op_times)})
+                self.op_times.clear()
+            command = next(commands, None)
+            if command is None:
+                run_context.request_stop()
+                self.round_steps = 1  # the stop takes effect after this run
+                return
+            self.steps = self.round_steps = int(command.get("steps", args.steps_per_round))
+            self.started = time.perf_counter()
+            self.cpu_started = time.process_time()
+
+    estimator.train(input_fn, max_steps=10 ** 8, hooks=[RoundHook()])
+
+
+def print_profile(result, steps, side):
+    """Prints a traced round's op types and model parts by time; returns 0."""
+    parts = {name[len("part: "):]: t for name, t in result["op_seconds"].items()
+             if name.startswith("part: ")}
+    op_seconds = {name: t for name, t in result["op_seconds"].items()
+                  if not name.startswith("part: ")}
+    total = sum(op_seconds.values())
+    print("%s, traced: %.3f s wall per step (tracing slows it), %.3f s of op time per step "
+          "(the cores' times add up)" % (side, result["seconds"] / steps, total / steps))
+    for title, seconds, limit in (("op type", op_seconds, 30), ("part of the model", parts, None)):
+        rows = [[name, "%.1f" % (1000 * t / steps), "%.1f%%" % (100 * t / total)]
+                for name, t in sorted(seconds.items(), key=lambda item: -item[1])[:limit]]
+        print(benchlib.format_table([title, "ms per step", "share"], rows))
+    return 0
+
+
+def input_examples_per_second(input_fn, batch_size, seconds=2.0):
+    """Examples/s the training input pipeline alone delivers (read, parse, cut, batch).
+
+    Far above the training step's rate means the device never waits for data
+    and the pipeline takes a small share of the cores it shares with training.
+    """
+    batches = iter(input_fn())
+    next(batches)  # start-up: opening the file, filling the shuffle buffer
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        next(batches)
+        count += 1
+    return count * batch_size / (time.perf_counter() - start)
+
+
+def add_op_times(op_times, run_metadata):
+    """Adds each traced op's wall time (s) to op_times[op type]; time on both cores adds."""
+    for device in run_metadata.step_stats.dev_stats:
+        if "/cpu:" not in device.device.lower() and "/device:cpu:" not in device.device.lower():
+            continue
+        for node in device.node_stats:
+            label = node.timeline_label
+            # "name = OpType(inputs)"; fall back on the node name.
+            op = label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label \
+                else node.node_name.split(":")[0]
+            seconds = (node.all_end_rel_micros or node.op_end_rel_micros) / 1e6
+            op_times[op] = op_times.get(op, 0.0) + seconds
+            part = "part: " + model_part(node.node_name)
+            op_times[part] = op_times.get(part, 0.0) + seconds
+
+
+# Which part of the model a node belongs to, from its name; first match wins.
+_PARTS = (("cls/predictions", "masked-LM head"), ("cls/seq_relationship", "next-sentence head"),
+          ("dropout", "dropout"), ("LayerNorm", "layer norm"), ("moments", "layer norm"),
+          ("attention/self", "self-attention"), ("attention/output", "attention output"),
+          ("intermediate", "feed-forward in + GELU"), ("/output/", "feed-forward out"),
+          ("embeddings", "embeddings"), ("pooler", "pooler"), ("loss", "loss"),
+          ("output_weights", "classifier"))
+
+
+def model_part(node_name):
+    """'forward: self-attention', 'backward: dropout', 'optimizer', ... for a node name."""
+    direction = "backward" if node_name.startswith("gradients") else "forward"
+    for pattern, part in _PARTS:
+        if pattern in node_name:
+            return "%s: %s" % (direction, part)
+    if direction == "forward" and not node_name.startswith("bert/"):
+        return "optimizer and the rest"
+    return "%s: other" % direction
+
+
+def measure_tf_peak(precision, n=2048, repeats=5):
+    """GFLOP/s of TensorFlow's best n^3 matmul at `precision` on the CPU (all
+    threads): the measurement the training log's MFU uses."""
+    from bert_toolkit.engine import distribution
+    return distribution.measure_matmul_peak("/cpu:0", precision, n, repeats) / 1e9
+
+
