@@ -61,6 +61,12 @@ def make_parser():
                              "The peer pads to the batch's longest (rounded up to 16) unless "
                              "only 'full' is asked for.")
     parser.add_argument("--padding_mode", default="longest", help=argparse.SUPPRESS)
+    parser.add_argument("--mixed_precision", default="casts",
+                        help="Comma-separated, one ours side each for bf16: 'casts' (the "
+                             "toolkit's explicit casts), 'graph_rewrite' (TensorFlow's "
+                             "automatic mixed precision pass on the fp32 graph, "
+                             "--mixed_precision=graph_rewrite).")
+    parser.add_argument("--mixed_precision_mode", default="casts", help=argparse.SUPPRESS)
     benchlib.add_round_args(parser, 8, "Interpreter with torch + transformers.")
     parser.add_argument("--profile", action="store_true",
                         help="Instead of rounds: trace --steps_per_round steps of ours (first "
@@ -110,13 +116,17 @@ def serve_ours(args):
     spec = classifier_features.feature_spec(args.seq_length, 2, False)
     per_replica_batch = args.batch // args.num_replicas
     plan = training_plan.plan_steps(10 ** 8, 10, per_replica_batch, args.num_replicas, 1)
+    rewrite = args.mixed_precision_mode == "graph_rewrite" and args.precision != "fp32"
     model_fn = model_fn_builder.build_model_fn(
         bert_config, classifier_head.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
-        precision=args.precision, log_every_n_steps=10 ** 7)
+        precision=args.precision, log_every_n_steps=10 ** 7, graph_rewrite=rewrite)
     devices = distribution.replica_devices(False, 1, args.num_replicas)
     model_dir = os.path.join(args.workdir, "model")
     run_config = distribution.make_run_config(model_dir, devices, use_xla=args.use_xla,
                                               save_checkpoints_steps=10 ** 8, seed=1)
+    if rewrite:
+        run_config = run_config.replace(session_config=distribution.with_mixed_precision_rewrite(
+            run_config.session_config, args.precision))
     estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
     # As fine_tuning.prepare builds it: batches cut to their longest sequence.
     trim = () if args.padding_mode == "full" else \
@@ -140,6 +150,8 @@ def run(args):
                                       "CPU is not benchmarked: no fp16 units)" % precision)
     replica_counts = [int(r) for r in args.replicas.split(",")]
     onednn_sides = benchlib.onednn_sides(args.onednn)
+    modes = benchlib.split_choices(args.mixed_precision, ("casts", "graph_rewrite"),
+                                   "--mixed_precision")
     paddings = [m.strip() for m in args.padding.split(",") if m.strip()]
     if not paddings or set(paddings) - {"longest", "full", "bucketed"}:
         raise benchlib.BenchError("--padding=%s: expected longest, full and/or bucketed"
@@ -177,20 +189,22 @@ def run(args):
         try:
             # Started one after the other (each warms up alone), then measured in
             # turns: every side sees the same background load.
-            for precision, count, padding, (onednn, env) in [
-                    (p, c, m, o) for p in precisions for c in replica_counts
-                    for m in paddings for o in onednn_sides]:
-                name = "ours %s%s%s%s%s" % (
+            for precision, count, padding, (onednn, env), mode in [
+                    (p, c, m, o, x) for p in precisions for c in replica_counts
+                    for m in paddings for o in onednn_sides
+                    for x in (modes if p != "fp32" else modes[:1])]:
+                name = "ours %s%s%s%s%s%s" % (
                     precision, " x%d replicas" % count if count > 1 else "",
                     " xla" if args.use_xla else "",
-                    " pad %s" % padding if len(paddings) > 1 else "", onednn)
-                sub = os.path.join(workdir, "%s-%d-%s%s" % (precision, count, padding,
-                                                            onednn.replace(" ", "-")))
+                    " pad %s" % padding if len(paddings) > 1 else "", onednn,
+                    " by graph rewrite" if mode == "graph_rewrite" else "")
+                sub = os.path.join(workdir, "%s-%d-%s%s-%s" % (precision, count, padding,
+                                                               onednn.replace(" ", "-"), mode))
                 os.makedirs(sub)
                 command = [sys.executable, os.path.abspath(__file__), "--worker=ours",
                            "--features=%s" % features_path, "--workdir=%s" % sub,
                            "--num_replicas=%d" % count, "--precision=%s" % precision,
-                           "--padding_mode=%s" % padding]
+                           "--padding_mode=%s" % padding, "--mixed_precision_mode=%s" % mode]
                 workers[name] = benchlib.Worker(name, command + passthrough(args), env)
                 replicas[name] = count
             if peer_python:

@@ -15,9 +15,14 @@ PEERS (bench/torch_peer.py, under an interpreter with torch and transformers):
 torch.inference_mode, fp32 and bf16 autocast; and that model exported to ONNX
 and run by onnxruntime (fp32), when onnxruntime and onnx are installed.
 
-Every side runs the same batches of --batch examples (random token ids that
-fill the whole sequence) with every CPU; examples/s is the median of --rounds
-rounds of --steps_per_round batches, after warm-up, the sides taking turns.
+Every side runs the same batches of --batch examples with every CPU: random
+token ids that fill the whole sequence (--data=synthetic), or the real movie-review
+sentences (--data=sentences), which each side pads as its users do: the peers to
+the longest sentence of the batch (transformers' tokenizer with padding=True; the
+ONNX model takes any length), ours to --seq_length as a client of the export sends
+them, the export cutting each batch to its longest sentence (rounded up to 8)
+inside the serving graph. examples/s is the median of --rounds rounds of
+--steps_per_round batches, after warm-up, the sides taking turns.
 """
 
 import argparse
@@ -42,6 +47,7 @@ def make_parser():
     benchlib.add_model_args(parser)
     parser.add_argument("--precision", default="fp32,bf16",
                         help="Comma-separated: fp32, bf16 (never fp16 on a CPU).")
+    parser.add_argument("--data", choices=["synthetic", "sentences"], default="synthetic")
     parser.add_argument("--export_dir", help="Measure this export (a version folder or "
                         "its parent) instead of a fresh random one.")
     benchlib.add_round_args(parser, 10, "Interpreter with torch + transformers.")
@@ -60,7 +66,7 @@ def export_random_model(config_fields, seq_length, precision, workdir):
     plan = training_plan.plan_steps(1, 0, 1, 1, 1)
     model_fn = model_fn_builder.build_model_fn(
         bert_config, classifier_head.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
-        inference_precision=precision)
+        inference_precision=precision, cut_inference_padding=True)
     checkpoint = os.path.join(workdir, "random", "model.ckpt")
     with tf.Graph().as_default():
         inputs = {name: tf1.placeholder(tf.int32, [None, seq_length], name=name)
@@ -104,6 +110,14 @@ def serve_ours(args):
                          {"peak_gflops": peak, "export": version_dir})
 
 
+def batch_longest_length(features, batch):
+    """The mean over the bench's batches of their longest text, in tokens: the
+    length a side that pads each batch to its longest runs at."""
+    lengths = features["input_mask"].sum(axis=1)
+    count = len(lengths) // batch * batch
+    return float(lengths[:count].reshape(-1, batch).max(axis=1).mean())
+
+
 def export_seq_length(export_dir):
     from bert_toolkit.serving import client as serving_client
     _, config_file = export_layout.resolve_assets(export_dir)
@@ -128,17 +142,24 @@ def run(args):
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
         ort = peer_python is not None and benchlib.have_modules(
             peer_python, ("onnxruntime", "onnx"))
-    example_flops = flops.forward_flops_per_example(config, args.seq_length)
+    features = finetune_bench.make_features(
+        config, args.seq_length, "synthetic" if args.data == "synthetic" else "polarity",
+        max(4 * args.batch, 128) if args.data == "synthetic" else 32 * args.batch)
+    run_length = batch_longest_length(features, args.batch) if args.data == "sentences" \
+        else args.seq_length
+    example_flops = flops.forward_flops_per_example(config, run_length)
     print(benchlib.machine_line())
-    print("inference %s, seq %d, batch %d; %.2f GFLOP per example; %d rounds x %d batches "
-          "after %d warm-up batches, sides alternating"
-          % (args.export_dir or args.config, args.seq_length, args.batch, example_flops / 1e9,
-             args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
+    print("inference %s, seq %d, batch %d, data %s%s; %.2f GFLOP per example; %d rounds x %d "
+          "batches after %d warm-up batches, sides alternating"
+          % (args.export_dir or args.config, args.seq_length, args.batch, args.data,
+             " (mean real tokens %.1f, batches' longest %.1f)" % (
+                 features["input_mask"].sum(axis=1).mean(), run_length)
+             if args.data == "sentences" else "",
+             example_flops / 1e9, args.rounds, args.steps_per_round, args.warmup_steps),
+          flush=True)
     workdir = benchlib.scratch_dir("inference_bench_")
     workers = {}
     try:
-        features = finetune_bench.make_features(config, args.seq_length, "synthetic",
-                                                max(4 * args.batch, 128))
         features_path = os.path.join(workdir, "features.npz")
         np.savez(features_path, **features)
         for precision, (onednn, env) in [(p, o) for p in precisions for o in onednn_sides]:
@@ -165,6 +186,8 @@ def run(args):
                            "--precision=%s" % precision, "--config=%s" % args.config,
                            "--batch=%d" % args.batch, "--warmup_steps=%d" % args.warmup_steps,
                            "--peak_size=%d" % args.peak_size] + extra
+                if args.data == "sentences":
+                    command += ["--pad_to_longest", "--pad_multiple=1"]
                 workers[name] = benchlib.Worker(name, command)
         rounds = benchlib.alternate_rounds(workers, args.rounds, args.max_wait,
                                            steps=args.steps_per_round)

@@ -65,11 +65,12 @@ def measure_torch_peak(precision, n=2048, repeats=5):
     return 2.0 * n ** 3 / best / 1e9
 
 
-def batches(features, batch_size, pad_to_longest=False):
+def batches(features, batch_size, pad_to_longest=False, multiple=16):
     """Endless batches (dicts of torch tensors) cycling through the examples.
 
-    pad_to_longest: cut each batch to its longest sequence rounded up to 16,
-    as transformers' DataCollatorWithPadding(pad_to_multiple_of=16) pads.
+    pad_to_longest: cut each batch to its longest sequence rounded up to
+    `multiple`, as transformers' DataCollatorWithPadding(pad_to_multiple_of=16)
+    pads in training, and its tokenizer's padding=True (multiple 1) in inference.
     """
     import torch
     count = len(features["input_ids"])
@@ -80,7 +81,7 @@ def batches(features, batch_size, pad_to_longest=False):
         length = features["input_ids"].shape[1]
         if pad_to_longest:
             longest = int(features["input_mask"][rows].sum(axis=1).max())
-            length = min(length, -(-longest // 16) * 16)
+            length = min(length, -(-longest // multiple) * multiple)
         yield {"input_ids": torch.from_numpy(
                    features["input_ids"][rows, :length].astype(np.int64)),
                "attention_mask": torch.from_numpy(
@@ -121,7 +122,7 @@ def serve(args):
     model = make_model(args.config, pretraining=args.mode == "pretrain")
     bf16 = args.precision == "bf16"
     stream = pretraining_batches(features, args.batch) if args.mode == "pretrain" else \
-        batches(features, args.batch, args.pad_to_longest)
+        batches(features, args.batch, args.pad_to_longest, args.pad_multiple)
     if args.compile:
         model = torch.compile(model)
 
@@ -170,7 +171,8 @@ def make_onnx_step(model, stream, args):
     with torch.inference_mode():
         torch.onnx.export(model, tuple(sample[n] for n in names), path, input_names=names,
                           output_names=["logits"], opset_version=17, dynamo=False,
-                          dynamic_axes={n: {0: "batch"} for n in names + ["logits"]})
+                          dynamic_axes=dict({n: {0: "batch", 1: "sequence"} for n in names},
+                                            logits={0: "batch"}))
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = os.cpu_count() or 1
     session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
@@ -191,6 +193,7 @@ def main():
     parser.add_argument("--warmup_steps", type=int, default=3)
     parser.add_argument("--peak_size", type=int, default=2048)
     parser.add_argument("--pad_to_longest", action="store_true")
+    parser.add_argument("--pad_multiple", type=int, default=16)
     parser.add_argument("--compile", action="store_true")
     args = parser.parse_args()
     benchlib.run_worker(lambda: serve(args))

@@ -27,9 +27,12 @@ def run_bench(script, *flags):
 
 def test_finetune_bench_runs_the_estimator():
     out = run_bench("finetune_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
-                    "--precision=fp32", "--rounds=1", "--steps_per_round=2",
-                    "--warmup_steps=1", "--peak_size=128", "--peer=none")
+                    "--precision=fp32,bf16", "--rounds=1", "--steps_per_round=2",
+                    "--warmup_steps=1", "--peak_size=128", "--peer=none",
+                    "--mixed_precision=casts,graph_rewrite")
     assert "ours fp32" in out and "examples/s" in out
+    assert "ours bf16 " in out and "ours bf16 by graph rewrite" in out
+    assert "ours fp32 by graph rewrite" not in out
     assert "peer skipped: --peer=none" in out
 
 

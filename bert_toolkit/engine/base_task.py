@@ -33,6 +33,8 @@ class Task(object):
     #                               per-token labels): cut with them to a batch's longest text
     predict_keys = None           # the predictions Estimator.predict computes (None: all)
     text_inputs = ()              # the export's raw-text signature's inputs (): none
+    per_example_outputs = False   # no prediction has a token axis: prediction and the
+    #                               export cut each batch to its longest text
     extra_serving_inputs = {}     # name -> shape of int32 inputs the export accepts and
     #                               ignores (requests of other clients; see export.py)
 

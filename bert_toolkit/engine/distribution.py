@@ -26,9 +26,11 @@ from bert_toolkit.model import modeling
 tf1 = tf.compat.v1
 
 Runtime = collections.namedtuple("Runtime", [
-    "devices", "precision", "inference_precision"])
+    "devices", "precision", "inference_precision", "graph_rewrite"], defaults=[False])
 """devices: this process's replica devices; precision / inference_precision:
-"fp32", "fp16" or "bf16" for training and for eval, predict and export."""
+"fp32", "fp16" or "bf16" for training and for eval, predict and export;
+graph_rewrite: training applies `precision` by TensorFlow's mixed precision pass
+(see with_mixed_precision_rewrite), the model being built in fp32."""
 
 
 def visible_gpu_count():
@@ -93,7 +95,14 @@ def resolve_runtime(options):
     if precision == "fp16" and not options.use_gpu:
         console.warning("fp16 on a CPU is very slow (no fp16 matrix units); "
                             "bf16 or fp32 is the better choice here")
-    return Runtime(devices, precision, inference_precision)
+    graph_rewrite = options.mixed_precision == "graph_rewrite" and precision != "fp32"
+    if graph_rewrite and (precision == "fp16") != bool(options.use_gpu):
+        raise InputError("--mixed_precision=graph_rewrite with --precision=%s%s: TensorFlow's "
+                         "pass rewrites to fp16 on GPUs and to bf16 on CPUs only; use "
+                         "--mixed_precision=casts" % (
+                             precision, " (resolved from auto)" if options.precision == "auto"
+                             else "", ))
+    return Runtime(devices, precision, inference_precision, graph_rewrite)
 
 
 def measure_matmul_peak(device, precision, size=2048, repeats=3):
@@ -177,6 +186,35 @@ def make_session_config(devices, use_xla=False):
     if use_xla:
         config.graph_options.optimizer_options.global_jit_level = tf1.OptimizerOptions.ON_1
     return config
+
+
+def with_mixed_precision_rewrite(session_config, precision):
+    """A copy of `session_config` with TensorFlow's automatic mixed precision pass on
+    for `precision`: "fp16" (the CUDA pass) or "bf16" (oneDNN's CPU pass).
+
+    Grappler rewrites the fp32 graph when a session starts: matmuls and the ops
+    between them run in the low precision, ops on its deny list (softmax, the
+    reductions of layer norm and of the losses) stay fp32, variables stay fp32.
+    """
+    config = tf1.ConfigProto()
+    config.CopyFrom(session_config)
+    rewrite = config.graph_options.rewrite_options
+    on = type(rewrite).ON
+    if precision == "fp16":
+        rewrite.auto_mixed_precision = on
+    elif precision == "bf16":
+        rewrite.auto_mixed_precision_onednn_bfloat16 = on
+    return config
+
+
+def training_run_config(run_config, runtime):
+    """`run_config`, or for a runtime with graph_rewrite a copy whose sessions run
+    the mixed precision pass (for training only: evaluation keeps the plain config
+    and --inference_precision)."""
+    if not runtime.graph_rewrite:
+        return run_config
+    return run_config.replace(session_config=with_mixed_precision_rewrite(
+        run_config.session_config, runtime.precision))
 
 
 def make_run_config(output_dir, devices, use_xla=False, save_checkpoints_steps=1000,

@@ -103,7 +103,8 @@ def describe(options, placement):
     return ("%s; devices %s, precision %s (inference %s)%s; output in %s (watch it with "
             "tensorboard --logdir %s)"
             % (cluster.description if cluster else "one process", ",".join(runtime.devices),
-               runtime.precision, runtime.inference_precision,
+               runtime.precision + (" by graph rewrite" if runtime.graph_rewrite else ""),
+               runtime.inference_precision,
                distribution.describe_peak(placement.matmul_peak), options.output_dir,
                options.output_dir))
 
@@ -114,6 +115,7 @@ def model_fn_settings(options, placement):
     and, on a cluster, the stop agreement and the lost-worker timeout."""
     runtime, chief = placement.runtime, is_chief(placement)
     return dict(learning_rate=options.learning_rate, precision=runtime.precision,
+                graph_rewrite=runtime.graph_rewrite,
                 inference_precision=runtime.inference_precision,
                 optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
                 log_every_n_steps=options.log_every_n_steps,
@@ -131,12 +133,15 @@ def make_estimator(options, placement, model_fn):
 def train_to(estimator, options, placement, model_fn, input_fn, max_steps):
     """Trains up to `max_steps`: with `estimator` in one process (a signal saves the
     step and raises errors.Stopped), or with every worker of the cluster."""
+    runtime = placement.runtime
     if placement.cluster is None:
+        if runtime.graph_rewrite:
+            estimator = tf.estimator.Estimator(model_fn=model_fn, config=(
+                distribution.training_run_config(estimator.config, runtime)))
         training.train(estimator, input_fn, max_steps)
     else:
         multi_worker.train_on_cluster(options, placement.cluster, placement.strategy,
-                                      placement.runtime.devices, model_fn, input_fn,
-                                      max_steps)
+                                      runtime, model_fn, input_fn, max_steps)
 
 
 def global_step(checkpoint):

@@ -168,16 +168,16 @@ def cluster_runtime(options, cluster):
     return runtime
 
 
-def train_on_cluster(options, cluster, strategy, devices, model_fn, input_fn, max_steps):
+def train_on_cluster(options, cluster, strategy, runtime, model_fn, input_fn, max_steps):
     """Trains with every worker of the TF_CONFIG cluster, this process being
     `cluster`'s task; only the chief's checkpoints land in output_dir.
 
     A stop signal on any worker stops all of them after the same step, which they
     save (training.StopOnSignalHook); each then raises errors.Stopped."""
-    run_config = make_multi_worker_run_config(
-        options.output_dir, strategy, devices, use_xla=options.use_xla,
+    run_config = distribution.training_run_config(make_multi_worker_run_config(
+        options.output_dir, strategy, runtime.devices, use_xla=options.use_xla,
         save_checkpoints_steps=options.save_checkpoints_steps,
-        keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
+        keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed), runtime)
     estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
     stop_hook = training.StopOnSignalHook()
     # The throwaway checkpoints a worker other than the chief has to write (see

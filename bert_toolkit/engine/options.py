@@ -26,6 +26,7 @@ from bert_toolkit.model.modeling import POOLING_MODES
 from bert_toolkit.options import Options, option
 
 PRECISIONS = ("fp32", "fp16", "bf16", "auto")
+MIXED_PRECISION_MODES = ("casts", "graph_rewrite")
 OPTIMIZERS = ("adamw", "lamb")
 CLUSTER_MODES = ("auto", "tf_config", "slurm", "local")
 SERVING_COMPAT = ("bert_multi_gpu",)
@@ -112,6 +113,13 @@ class RunOptions(ModelOptions, DeviceOptions, TpuOptions):
         "(Ampere+ GPUs, AMX/AVX512-BF16 CPUs), else fp16 on GPUs and fp32 on CPUs.",
         choices=PRECISIONS)
     use_fp16: bool = option(False, "Alias of --precision=fp16 (multi-GPU fork).")
+    mixed_precision: str = option(
+        "casts", "How training runs in --precision=fp16/bf16: casts (the model casts "
+        "each matmul's inputs; softmax, layer norm and the losses stay fp32) or "
+        "graph_rewrite (the fp32 graph is rewritten by TensorFlow's automatic mixed "
+        "precision pass when the training session starts: fp16 on GPUs, the oneDNN "
+        "bf16 pass on CPUs; fp16 keeps dynamic loss scaling). Evaluation, prediction and "
+        "the export use --inference_precision either way.", choices=MIXED_PRECISION_MODES)
     inference_precision: str = option(
         "fp32", "Compute precision of evaluation, prediction and the exported SavedModel.",
         choices=PRECISIONS)

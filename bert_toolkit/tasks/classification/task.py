@@ -111,6 +111,7 @@ class ClassifierTask(base_task.Task):
     """
 
     summary_keys = ("accuracy", "micro_f1", "eval_loss")
+    per_example_outputs = True
 
     def __init__(self, examples, label_list, multi_label=False, threshold=0.5,
                  pooling="pooler", label_separator="|", task_name="custom",

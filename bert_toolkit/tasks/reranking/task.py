@@ -192,6 +192,7 @@ class RerankingTask(base_task.Task):
 
     name = "reranking"
     text_inputs = ("text_a", "text_b")  # query, passage
+    per_example_outputs = True
     summary_keys = ("mrr@10", "recall@10", "recall@100", "recall@1000")
     streamed_eval = False
     predicts_eval_split = True
