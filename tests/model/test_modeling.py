@@ -303,3 +303,26 @@ def test_vocab_and_sequence_length_checks():
     modeling.check_max_seq_length(config, 64)
     with pytest.raises(InputError, match="exceeds the model's max_position_embeddings"):
         build(config, random_ids(1, 65))
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_exact"])
+def test_bf16_gelu_runs_in_fp32_forward_and_backward(name):
+    """A bfloat16 input's GELU and its gradient equal float32's, rounded to bf16
+    (modeling.computed_in_fp32); the graph's GELU ops are float32."""
+    activation = modeling.get_activation(name)
+    x = np.linspace(-5.0, 5.0, 101).astype(np.float32)
+    with tf.Graph().as_default() as graph:
+        x32 = tf.constant(x)
+        x16 = tf.cast(x32, tf.bfloat16)
+        y32, y16 = activation(x32), activation(x16)
+        (g32,) = tf.gradients(y32 * 3.0, x32)
+        (g16,) = tf.gradients(tf.cast(y16, tf.float32) * 3.0, x16)
+        erf_types = {op.get_attr("T") for op in graph.get_operations()
+                     if op.type in ("Erf", "Tanh")}
+        with tf.compat.v1.Session() as session:
+            values = session.run([y32, tf.cast(y16, tf.float32), g32,
+                                  tf.cast(g16, tf.float32)])
+    assert y16.dtype == tf.bfloat16 and g16.dtype == tf.bfloat16
+    assert erf_types == {tf.float32}
+    np.testing.assert_allclose(values[1], values[0], rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(values[3], values[2], rtol=1e-2, atol=2e-2)
