@@ -27,6 +27,7 @@ from bert_toolkit.engine import input_pipeline, training_plan
 from bert_toolkit.engine import model_fn_builder as engine_model_fn
 from bert_toolkit.engine.model_fn_builder import Head
 from bert_toolkit.model import modeling
+from bert_toolkit.tasks.classification import head as classifier_head
 from bert_toolkit.tasks.classification.data import (  # noqa: F401  (Google's names)
     ColaProcessor,
     DataProcessor,
@@ -146,12 +147,8 @@ def input_fn_builder(features, seq_length, is_training, drop_remainder):
 def _classifier_outputs(pooled_output, labels, num_labels, is_training):
     """Google's head on the pooled [CLS] vector [batch, hidden]: (loss, per_example_loss
     [batch], logits [batch, num_labels], probabilities [batch, num_labels])."""
-    hidden_size = pooled_output.shape[-1]
-    output_weights = tf1.get_variable(
-        "output_weights", [num_labels, hidden_size],
-        initializer=tf1.truncated_normal_initializer(stddev=0.02))
-    output_bias = tf1.get_variable("output_bias", [num_labels],
-                                   initializer=tf1.zeros_initializer())
+    output_weights, output_bias = classifier_head.output_layer(
+        num_labels, pooled_output.shape[-1])
     with tf1.variable_scope("loss"):
         if is_training:
             pooled_output = modeling.dropout(pooled_output, 0.1)

@@ -50,6 +50,17 @@ def class_weights(spec, train_labels, label_list):
     return weights
 
 
+def output_layer(num_labels, hidden_size):
+    """Google's classifier variables: (output_weights [num_labels, hidden_size],
+    output_bias [num_labels]), float32, in the current variable scope."""
+    output_weights = tf1.get_variable(
+        "output_weights", [num_labels, hidden_size],
+        initializer=tf1.truncated_normal_initializer(stddev=0.02))
+    output_bias = tf1.get_variable("output_bias", [num_labels],
+                                   initializer=tf1.zeros_initializer())
+    return output_weights, output_bias
+
+
 def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
                  pooling="pooler", probabilities_only=False, label_weights=None):
     """The classification head for model_fn_builder.build_model_fn.
@@ -69,12 +80,7 @@ def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
         pooled = modeling.sentence_vector(model, features["input_mask"], pooling)
         if is_training:
             pooled = modeling.dropout(pooled, dropout_prob)
-        hidden_size = pooled.shape[-1]
-        output_weights = tf1.get_variable(
-            "output_weights", [num_labels, hidden_size],
-            initializer=tf1.truncated_normal_initializer(stddev=0.02))
-        output_bias = tf1.get_variable("output_bias", [num_labels],
-                                       initializer=tf1.zeros_initializer())
+        output_weights, output_bias = output_layer(num_labels, pooled.shape[-1])
         logits = tf.nn.bias_add(tf.matmul(pooled, output_weights, transpose_b=True),
                                 output_bias)  # [batch, num_labels]
         if multi_label:
