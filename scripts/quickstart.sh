@@ -44,7 +44,7 @@ echo "== fine-tuning, evaluating, exporting (logs in $OUTPUT_DIR.log)"
     --precision=auto --inference_precision=fp32 --pooling="${POOLING:-mean}" \
     --do_train --do_eval --do_predict --save_for_serving > "$OUTPUT_DIR.log" 2>&1 \
     || { tail -n 20 "$OUTPUT_DIR.log"; exit 1; }
-grep -E "^(training plan|step [0-9]+/)" "$OUTPUT_DIR.log" | sed -n '1p;$p'
+grep -E "^(training plan|step [0-9]+/|output_dir already holds)" "$OUTPUT_DIR.log" | sed -n '1p;$p' | uniq
 
 echo "== evaluation on the held-out 20% ($OUTPUT_DIR/eval_results.txt)"
 grep -E "^(accuracy|f1|matthews_corrcoef|eval_loss|num_examples) " "$OUTPUT_DIR/eval_results.txt"

@@ -40,7 +40,7 @@ START=$(date +%s)
     --do_train --do_eval --do_predict --save_for_serving "$@" > "$OUTPUT_DIR.log" 2>&1 \
     || { tail -n 20 "$OUTPUT_DIR.log"; exit 1; }
 echo "took $(( $(date +%s) - START )) s"
-grep -E "^(training plan|step [0-9]+/)" "$OUTPUT_DIR.log" | sed -n '1p;$p'
+grep -E "^(training plan|step [0-9]+/|output_dir already holds)" "$OUTPUT_DIR.log" | sed -n '1p;$p' | uniq
 
 echo "== entities on the held-out dev tweets ($OUTPUT_DIR/eval_results.txt)"
 grep -E "^(entity_precision|entity_recall|entity_f1|accuracy|num_entities|num_words) " \
