@@ -25,6 +25,9 @@ Variants (default: all that apply to the mode):
                  temporaries per step), as before the fused in-place update
   float-dropout  fp32 with tf.nn.dropout's masks (a float32 uniform per element),
                  as before the 16-bit masks
+  select-dropout fp32 with the 16-bit masks applied by a select between the scaled
+                 input and zeros, as before the scaled mask multiplied in
+  bf16-select-dropout  the same in bf16
   fused-scores   fp32 with the scale applied to the scores and a mask bias whose
                  shape grappler can infer, so that with oneDNN on the scores'
                  matmul, scale and mask add run as one _MklFusedBatchMatMulV2 (in
@@ -43,7 +46,8 @@ import benchlib  # noqa: E402
 sys.path.insert(0, benchlib.REPO)
 
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
-                  "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout", "fused-scores")
+                  "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout",
+                  "select-dropout", "bf16-select-dropout", "fused-scores")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
 
 
@@ -59,7 +63,7 @@ def make_parser():
 
 
 def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
-                              initializer_range=0.02, attention_dropout=0.0):
+                              initializer_range=0.02, attention_dropout=0.0, packing=None):
     """modeling.self_attention with one matmul for Q, K and V (a candidate, measured).
 
     The variables stay separate (Google's names and shapes) and are
@@ -71,6 +75,7 @@ def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, nu
 
     from bert_toolkit.model import modeling
     tf1 = tf.compat.v1
+    assert packing is None, "the ablation graphs run unpacked"
     width = flat_hidden.shape[-1]
     head_size = width // num_heads
     scale = 1.0 / math.sqrt(float(head_size))
@@ -112,6 +117,19 @@ def float_dropout(input_tensor, dropout_prob):
     if dropout_prob is None or dropout_prob == 0.0:
         return input_tensor
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
+
+
+def select_dropout(input_tensor, dropout_prob):
+    """modeling.dropout as it was before the scaled mask (measured)."""
+    import tensorflow as tf
+
+    from bert_toolkit.model import modeling
+    if dropout_prob is None or dropout_prob == 0.0:
+        return input_tensor
+    keep, scale = modeling._keep_mask(tf.shape(input_tensor), tf.size(input_tensor),
+                                      dropout_prob)
+    return tf.where(keep, input_tensor * tf.cast(scale, input_tensor.dtype),
+                    tf.zeros_like(input_tensor))
 
 
 def fused_scores_attend(query, key, value, mask_bias, dropout_prob):
@@ -166,7 +184,7 @@ def build(variant, config, features, mode):
     from bert_toolkit.model import modeling, optimization
     from bert_toolkit.tasks.classification import head as classifier_head
     tf1 = tf.compat.v1
-    precision = "bf16" if variant == "bf16" else "fp32"
+    precision = "bf16" if variant.startswith("bf16") and variant != "bf16-rewrite" else "fp32"
     original = (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
                 modeling._attend, modeling._attention_heads, modeling.attention_mask_bias)
     if variant == "fused-scores":
@@ -179,6 +197,8 @@ def build(variant, config, features, mode):
         optimization._fused_adamw_update = unfused_adamw_update
     if variant == "float-dropout":
         modeling.dropout = float_dropout
+    if variant.endswith("select-dropout"):
+        modeling.dropout = select_dropout
     graph = tf.Graph()
     try:
         with graph.as_default():

@@ -9,8 +9,8 @@ hits both alike, and reports the median of the rounds.
 
 A worker talks to the controller over its stdin/stdout, one JSON object per
 line prefixed with "BENCH " (anything else a library prints there is
-ignored); its stderr goes to a log file named in any error. This module
-imports neither TensorFlow nor torch: the peers may run under another
+ignored); its stderr goes to a log file named in any error. Importing this
+module imports neither TensorFlow nor torch: the peers may run under another
 interpreter (see `find_peer_python`).
 """
 
@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_DIR = os.path.join(REPO, "bench")
@@ -360,6 +362,34 @@ def side_results(rounds, workers, peaks, example_flops, replicas=None):
             "replicas": (replicas or {}).get(name, 1),
             "input_examples_per_second": workers[name].ready.get("input_examples_per_second")})
     return results
+
+
+def mean_forward_flops(config, features, batch, multiple=None, skip_padding=False):
+    """Forward matmul FLOPs per example over `features` in batches of `batch`
+    consecutive examples: each batch cut to its longest text rounded up to
+    `multiple` (None: not cut), and with skip_padding the dense layers on its real
+    tokens only, as our encoder runs them (modeling.token_packing)."""
+    from bert_toolkit.model import flops, modeling
+    seq_length = features["input_mask"].shape[1]
+    lengths = features["input_mask"].sum(axis=1)
+    per_batch = []
+    for rows in lengths[:len(lengths) // batch * batch].reshape(-1, batch):
+        length = seq_length if multiple is None else \
+            min(-(-int(rows.max()) // multiple) * multiple, seq_length)
+        real = float(rows.mean())
+        packed = skip_padding and real <= (1.0 - modeling.PACKING_MIN_PADDING) * length
+        per_batch.append(flops.forward_flops_per_example(config, length,
+                                                         real if packed else None))
+    return float(np.mean(per_batch))
+
+
+def count_work(result, example_flops):
+    """Sets a side_results entry's GFLOP/s and MFU from `example_flops`, the
+    matmul FLOPs the side runs per example."""
+    rate, peak = result["examples_per_second"], result["peak_gflops"]
+    result.update(gflops_per_example=example_flops / 1e9,
+                  achieved_gflops=rate * example_flops / 1e9,
+                  mfu=rate * example_flops / 1e9 / peak if peak else float("nan"))
 
 
 def split_choices(value, allowed, flag):

@@ -56,8 +56,10 @@ def make_parser():
     parser.add_argument("--padding", default="longest",
                         help="Comma-separated, one ours side each: 'longest' (what the "
                              "toolkit does: each batch cut to its longest sequence, rounded "
-                             "up to 16), 'full' (every batch padded to --seq_length), "
-                             "'bucketed' (longest, with pools of 64 batches sorted by length). "
+                             "up to 16, the encoder skipping the rest of the padding, see "
+                             "modeling.pack_tokens), 'unpacked' (the cut alone), 'full' "
+                             "(every batch padded to --seq_length), 'bucketed' (longest, "
+                             "with pools of 64 batches sorted by length). "
                              "The peer pads to the batch's longest (rounded up to 16) unless "
                              "only 'full' is asked for.")
     parser.add_argument("--padding_mode", default="longest", help=argparse.SUPPRESS)
@@ -119,7 +121,8 @@ def serve_ours(args):
     rewrite = args.mixed_precision_mode == "graph_rewrite" and args.precision != "fp32"
     model_fn = model_fn_builder.build_model_fn(
         bert_config, classifier_head.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
-        precision=args.precision, log_every_n_steps=10 ** 7, graph_rewrite=rewrite)
+        precision=args.precision, log_every_n_steps=10 ** 7, graph_rewrite=rewrite,
+        skip_padding=args.padding_mode in ("longest", "bucketed"), use_xla=args.use_xla)
     devices = distribution.replica_devices(False, 1, args.num_replicas)
     model_dir = os.path.join(args.workdir, "model")
     run_config = distribution.make_run_config(model_dir, devices, use_xla=args.use_xla,
@@ -153,9 +156,9 @@ def run(args):
     modes = benchlib.split_choices(args.mixed_precision, ("casts", "graph_rewrite"),
                                    "--mixed_precision")
     paddings = [m.strip() for m in args.padding.split(",") if m.strip()]
-    if not paddings or set(paddings) - {"longest", "full", "bucketed"}:
-        raise benchlib.BenchError("--padding=%s: expected longest, full and/or bucketed"
-                                  % args.padding)
+    if not paddings or set(paddings) - {"longest", "unpacked", "full", "bucketed"}:
+        raise benchlib.BenchError("--padding=%s: expected longest, unpacked, full and/or "
+                                  "bucketed" % args.padding)
     for count in replica_counts:
         if count < 1 or args.batch % count:
             raise benchlib.BenchError("--replicas=%d must divide --batch=%d"
@@ -169,10 +172,12 @@ def run(args):
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
     example_flops = flops.training_flops_per_example(config, args.seq_length)
     print(benchlib.machine_line())
-    print("fine-tuning %s, seq %d, global batch %d, data %s%s; %.2f GFLOP per example; "
+    print("fine-tuning %s, seq %d, global batch %d, data %s%s; %.2f GFLOP per example%s; "
           "%d rounds x %d steps after %d warm-up steps, sides alternating"
           % (args.config, args.seq_length, args.batch, args.data,
              ", padding %s" % args.padding if args.data != "synthetic" else "", example_flops / 1e9,
+             " at full length (GFLOP/s and MFU count the work each side does)"
+             if args.data != "synthetic" else "",
              args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
     workdir = benchlib.scratch_dir("finetune_bench_")
     try:
@@ -224,6 +229,8 @@ def run(args):
             raise
         results = benchlib.measure_sides(workers, args, precisions, peer_python,
                                          example_flops, replicas)
+        if args.data != "synthetic":
+            count_work_done(results, config, features, args.batch, paddings)
     finally:
         benchlib.remove_tree(workdir)
     print_results(results, peer_python, args)
@@ -231,6 +238,25 @@ def run(args):
                                     "machine": benchlib.machine_line(),
                                     "results": results})
     return 0
+
+
+def count_work_done(results, config, features, batch, paddings):
+    """On real text, GFLOP/s and MFU from the matmul work each side does: the peer
+    pads each batch to its longest rounded up to 16 (to the full length when only
+    'full' is asked for), ours as its --padding side says (a 'bucketed' side
+    counted as 'longest')."""
+    # (cut to a multiple of, dense layers on the real tokens only) per padding.
+    cuts = {"full": (None, False), "unpacked": (16, False), "longest": (16, True),
+            "bucketed": (16, True)}
+    for result in results:
+        if result["side"].startswith("ours"):
+            padding = next((p for p in paddings if result["side"].endswith("pad " + p)
+                            or " pad %s " % p in result["side"]), paddings[0])
+        else:
+            padding = "full" if paddings == ["full"] else "unpacked"
+        # Training: the backward pass's matmuls are twice the forward's.
+        benchlib.count_work(result, 3 * benchlib.mean_forward_flops(
+            config, features, batch, *cuts[padding]))
 
 
 def profile(args, features_path, workdir, precision, count):

@@ -21,8 +21,10 @@ sentences (--data=sentences), which each side pads as its users do: the peers to
 the longest sentence of the batch (transformers' tokenizer with padding=True; the
 ONNX model takes any length), ours to --seq_length as a client of the export sends
 them, the export cutting each batch to its longest sentence (rounded up to 8)
-inside the serving graph. examples/s is the median of --rounds rounds of
---steps_per_round batches, after warm-up, the sides taking turns.
+inside the serving graph and running every layer but the attention products on
+the real tokens only (modeling.pack_tokens). examples/s is the median of
+--rounds rounds of --steps_per_round batches, after warm-up, the sides taking
+turns; GFLOP/s and MFU count the matmul work each side does.
 """
 
 import argparse
@@ -38,8 +40,7 @@ import finetune_bench  # noqa: E402
 import benchlib  # noqa: E402
 
 sys.path.insert(0, benchlib.REPO)
-from bert_toolkit.engine import export_layout  # noqa: E402
-from bert_toolkit.model import flops  # noqa: E402
+from bert_toolkit.engine import export_layout, model_fn_builder  # noqa: E402
 
 
 def make_parser():
@@ -66,7 +67,7 @@ def export_random_model(config_fields, seq_length, precision, workdir):
     plan = training_plan.plan_steps(1, 0, 1, 1, 1)
     model_fn = model_fn_builder.build_model_fn(
         bert_config, classifier_head.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
-        inference_precision=precision, cut_inference_padding=True)
+        inference_precision=precision, skip_padding=True)
     checkpoint = os.path.join(workdir, "random", "model.ckpt")
     with tf.Graph().as_default():
         inputs = {name: tf1.placeholder(tf.int32, [None, seq_length], name=name)
@@ -145,17 +146,26 @@ def run(args):
     features = finetune_bench.make_features(
         config, args.seq_length, "synthetic" if args.data == "synthetic" else "polarity",
         max(4 * args.batch, 128) if args.data == "synthetic" else 32 * args.batch)
-    run_length = batch_longest_length(features, args.batch) if args.data == "sentences" \
-        else args.seq_length
-    example_flops = flops.forward_flops_per_example(config, run_length)
+    # Matmul work per example: on sentences the peers run every layer at each batch's
+    # longest text, our export the attention at that length rounded up and the rest
+    # on the real tokens only.
+    sentences = args.data == "sentences"
+    ours_flops = benchlib.mean_forward_flops(
+        config, features, args.batch,
+        model_fn_builder.INFERENCE_LENGTH_MULTIPLE if sentences else None, sentences)
+    peer_flops = benchlib.mean_forward_flops(config, features, args.batch,
+                                             1 if sentences else None)
     print(benchlib.machine_line())
-    print("inference %s, seq %d, batch %d, data %s%s; %.2f GFLOP per example; %d rounds x %d "
+    print("inference %s, seq %d, batch %d, data %s%s; GFLOP per example: %s; %d rounds x %d "
           "batches after %d warm-up batches, sides alternating"
           % (args.export_dir or args.config, args.seq_length, args.batch, args.data,
              " (mean real tokens %.1f, batches' longest %.1f)" % (
-                 features["input_mask"].sum(axis=1).mean(), run_length)
+                 features["input_mask"].sum(axis=1).mean(),
+                 batch_longest_length(features, args.batch))
              if args.data == "sentences" else "",
-             example_flops / 1e9, args.rounds, args.steps_per_round, args.warmup_steps),
+             "%.2f" % (ours_flops / 1e9) if ours_flops == peer_flops else
+             "ours %.2f (padding skipped), peers %.2f" % (ours_flops / 1e9, peer_flops / 1e9),
+             args.rounds, args.steps_per_round, args.warmup_steps),
           flush=True)
     workdir = benchlib.scratch_dir("inference_bench_")
     workers = {}
@@ -203,6 +213,7 @@ def run(args):
         peak = max([w.ready.get("peak_gflops", 0.0) for n, w in workers.items()
                     if ("bf16" in n) == bf16] + [peaks.get("bf16" if bf16 else "fp32", 0.0)])
         rate = benchlib.median([r["examples_per_second"] for r in side_rounds])
+        example_flops = ours_flops if name.startswith("ours") else peer_flops
         results.append({"side": name, "precision": "bf16" if bf16 else "fp32",
                         "examples_per_second": rate,
                         "rounds": [r["examples_per_second"] for r in side_rounds],

@@ -121,7 +121,7 @@ def prepare(task, options, model_inputs, placement):
     model_fn = model_fn_builder.build_model_fn(
         model_inputs.bert_config, task.head_fn(model_inputs.bert_config), plan,
         init_checkpoint=model_inputs.init_checkpoint,
-        cut_inference_padding=task.per_example_outputs,
+        skip_padding=task.per_example_outputs,
         **launch.model_fn_settings(options, placement))
     return Prepared(records, plan, model_fn, checkpoint_path)
 

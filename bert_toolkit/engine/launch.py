@@ -122,7 +122,7 @@ def model_fn_settings(options, placement):
                 output_dir=options.output_dir if chief else None, show_progress=chief,
                 step_timeout_seconds=options.step_timeout_seconds,
                 on_cluster=placement.cluster is not None,
-                matmul_peak_flops=placement.matmul_peak)
+                matmul_peak_flops=placement.matmul_peak, use_xla=options.use_xla)
 
 
 def make_estimator(options, placement, model_fn):

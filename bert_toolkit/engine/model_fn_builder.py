@@ -8,6 +8,7 @@ and the training log (engine/training.py).
 """
 
 import collections
+import functools
 
 import tensorflow as tf
 
@@ -32,12 +33,18 @@ of tensors for the SavedModel's serving_default signature; training_logs
 INFERENCE_LENGTH_MULTIPLE = 8
 
 
+def graph_precision(precision, graph_rewrite):
+    """The precision the training graph is built in: fp32 when TensorFlow's mixed
+    precision pass applies `precision` to it (graph_rewrite), else `precision`."""
+    return "fp32" if graph_rewrite else precision
+
+
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
                    weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
                    log_per_replica=False, show_progress=True, step_timeout_seconds=None,
                    on_cluster=False, matmul_peak_flops=None, graph_rewrite=False,
-                   cut_inference_padding=False):
+                   skip_padding=False, use_xla=False):
     """An Estimator model_fn: BERT + the task head + the shared training machinery.
 
     Args:
@@ -60,24 +67,27 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
       graph_rewrite: the training graph is built in fp32 and `precision` comes from
         TensorFlow's mixed precision pass (distribution.with_mixed_precision_rewrite);
         fp16 keeps its loss scaling.
-      cut_inference_padding: in prediction (Estimator.predict and the exported
-        SavedModel, whose requests come padded to max_seq_length) each batch is
-        cut to its longest text, rounded up to INFERENCE_LENGTH_MULTIPLE
-        (input_pipeline.trim_to_longest): only for heads whose outputs have no
-        token axis.
+      skip_padding: for heads whose outputs have no token axis. In prediction
+        (Estimator.predict and the exported SavedModel, whose requests come padded
+        to max_seq_length) each batch is cut to its longest text, rounded up to
+        INFERENCE_LENGTH_MULTIPLE (input_pipeline.trim_to_longest); in every mode
+        the encoder's token-wise layers run on the real tokens only
+        (modeling.pack_tokens), unless `use_xla` (XLA would compile each batch's
+        new number of tokens anew).
     """
     def model_fn(features, labels, mode):
         del labels
         is_training = mode == tf.estimator.ModeKeys.TRAIN
         compute_dtype = modeling.get_compute_dtype(
-            ("fp32" if graph_rewrite else precision) if is_training else inference_precision)
-        if cut_inference_padding and mode == tf.estimator.ModeKeys.PREDICT:
+            graph_precision(precision, graph_rewrite) if is_training else inference_precision)
+        if skip_padding and mode == tf.estimator.ModeKeys.PREDICT:
             # Padding is masked: the outputs are the same, the work shrinks.
             features = input_pipeline.trim_to_longest(
                 features, input_pipeline.TOKEN_FEATURES, INFERENCE_LENGTH_MULTIPLE)
         model = modeling.BertModel(
             bert_config, is_training, features["input_ids"], features["input_mask"],
-            features["segment_ids"], compute_dtype=compute_dtype)
+            features["segment_ids"], compute_dtype=compute_dtype,
+            skip_padding=skip_padding and not use_xla)
         head = head_fn(model, features, mode)
         if init_checkpoint:
             # Only shapes the fresh variables: a checkpoint in output_dir wins.
@@ -105,8 +115,10 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         if matmul_peak_flops:
             # Batches are cut to their longest sequence: count the length run.
             logged[training.SEQUENCE_LENGTH] = tf.shape(features["input_ids"])[1]
-            flops_per_example = (
-                lambda length: flops.training_flops_per_example(bert_config, length))
+            logged[training.DENSE_TOKENS] = tf.cast(model.get_dense_rows(), tf.float32) / \
+                tf.cast(tf.shape(features["input_ids"])[0], tf.float32)
+            flops_per_example = functools.partial(flops.training_flops_per_example,
+                                                  bert_config)
         hook = training.TrainingLogHook(
             logged, examples_per_call=plan.per_replica_batch_size * plan.num_replicas,
             every_n_steps=log_every_n_steps, total_steps=plan.num_train_steps,

@@ -27,6 +27,9 @@ CYCLE_CLOSED = "cycle_closed"
 """The logged tensor that says a call ended with an optimizer update."""
 SEQUENCE_LENGTH = "sequence_length"
 """The logged tensor with the length of the call's batch (for the FLOPs count)."""
+DENSE_TOKENS = "dense_tokens"
+"""The logged tensor with the tokens per example the dense layers ran on (fewer than
+the length when the encoder skipped padding; for the FLOPs count)."""
 
 
 class TrainingLogHook(tf1.train.SessionRunHook):
@@ -46,7 +49,7 @@ class TrainingLogHook(tf1.train.SessionRunHook):
     gradient norm exists only there). Synchronous workers
     run in lockstep, so `examples_per_call` of all the workers' replicas gives
     the cluster's total; only the chief (`show`) prints. With
-    `flops_per_example(sequence_length)` and `matmul_peak_flops` the line ends
+    `flops_per_example(sequence_length, dense_tokens)` and `matmul_peak_flops` the line ends
     with the MFU: the model FLOPs of the calls since the last line, per second,
     over the peak.
     """
@@ -83,6 +86,7 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         values = dict(run_values.results)
         step = int(values.pop("global_step"))
         length = values.pop(SEQUENCE_LENGTH, None)
+        dense_tokens = values.pop(DENSE_TOKENS, None)
         if values.pop(CYCLE_CLOSED, True) or not self._values:
             self._values = values
         if self._start is None:
@@ -92,7 +96,8 @@ class TrainingLogHook(tf1.train.SessionRunHook):
             self._last_calls = self._calls
             return
         if self._flops_per_example is not None:
-            self._flops += self._examples_per_call * self._flops_per_example(int(length))
+            self._flops += self._examples_per_call * self._flops_per_example(
+                int(length), None if dense_tokens is None else float(dense_tokens))
         if console.is_due(step, self._last_step, now, self._last_time, self._every_n_steps,
                           self._total_steps) and step > self._first_step:
             self._report(step, now)

@@ -7,22 +7,26 @@ encoder and the pooler and of the two attention matmuls; embedding lookups,
 softmax, layer norm and the task head are left out.
 """
 
-def forward_flops_per_example(config, seq_length):
+def forward_flops_per_example(config, seq_length, dense_tokens=None):
     """Matmul FLOPs of one forward pass of the encoder + pooler on one example.
 
     config: bert_config fields (a dict, or an object with those attributes).
+    dense_tokens: the tokens the dense layers run on (default: seq_length); fewer
+      when the encoder skips padding (modeling.pack_tokens), the attention
+      products still spanning seq_length.
     """
     field = config.get if isinstance(config, dict) else lambda name: getattr(config, name)
     h, i = field("hidden_size"), field("intermediate_size")
     dense_per_token = 4 * h * h + 2 * h * i
     attention = 2 * 2 * seq_length * seq_length * h
-    return field("num_hidden_layers") * (2 * dense_per_token * seq_length + attention) \
+    tokens = seq_length if dense_tokens is None else dense_tokens
+    return field("num_hidden_layers") * (2 * dense_per_token * tokens + attention) \
         + 2 * h * h
 
 
-def training_flops_per_example(config, seq_length):
+def training_flops_per_example(config, seq_length, dense_tokens=None):
     """Forward + backward (twice the forward) matmul FLOPs of one training example."""
-    return 3 * forward_flops_per_example(config, seq_length)
+    return 3 * forward_flops_per_example(config, seq_length, dense_tokens)
 
 
 def utilisation(flops_per_second, peak_flops_per_second):

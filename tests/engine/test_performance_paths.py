@@ -225,8 +225,9 @@ def test_layer_norm_of_a_fed_tensor_runs_with_onednn_on():
 
 def test_prediction_cuts_padding_for_per_example_heads_with_the_same_outputs(tmp_path):
     """The classifier's model_fn in PREDICT mode (Estimator.predict and the export)
-    with cut_inference_padding: requests padded to 64 run at their longest text
-    rounded up to 8, and give the probabilities of the uncut graph."""
+    with skip_padding: requests padded to 64 run at their longest text
+    rounded up to 8, the dense layers on the real tokens only, and give the
+    probabilities of the uncut graph."""
     from bert_toolkit.engine import model_fn_builder, training_plan
     from bert_toolkit.tasks.classification import head as classifier_head
     plan = training_plan.plan_steps(10, 1, 2, 1, 1)
@@ -236,16 +237,18 @@ def test_prediction_cuts_padding_for_per_example_heads_with_the_same_outputs(tmp
     feed = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32),
             "segment_ids": np.zeros_like(ids)}
     checkpoint = str(tmp_path / "model.ckpt")
-    probabilities, tokens_run = {}, {}
+    probabilities, tokens_run, dense_rows = {}, {}, {}
     for cut in (False, True):
         model_fn = model_fn_builder.build_model_fn(
             tiny_config(), classifier_head.make_head_fn(2, 0.0), plan,
-            cut_inference_padding=cut)
+            skip_padding=cut)
         with tf.Graph().as_default() as graph:
             spec = model_fn({name: tf.constant(value) for name, value in feed.items()}, None,
                             tf.estimator.ModeKeys.PREDICT)
             # The word ids BERT embeds, flattened: batch x the length it runs at.
             embedded_ids = graph.get_tensor_by_name("bert/embeddings/Reshape:0")
+            feed_forward = graph.get_tensor_by_name(
+                "bert/encoder/layer_0/intermediate/MatMul:0")
             saver = tf1.train.Saver()
             with tf1.Session() as session:
                 if cut:
@@ -253,8 +256,9 @@ def test_prediction_cuts_padding_for_per_example_heads_with_the_same_outputs(tmp
                 else:
                     session.run(tf1.global_variables_initializer())
                     saver.save(session, checkpoint)
-                probabilities[cut], flat = session.run(
-                    [spec.predictions["probabilities"], embedded_ids])
-                tokens_run[cut] = flat.size
+                probabilities[cut], flat, hidden = session.run(
+                    [spec.predictions["probabilities"], embedded_ids, feed_forward])
+                tokens_run[cut], dense_rows[cut] = flat.size, len(hidden)
     np.testing.assert_allclose(probabilities[True], probabilities[False], atol=1e-5)
     assert tokens_run == {False: 3 * 64, True: 3 * 24}  # 20 rounded up to 8
+    assert dense_rows == {False: 3 * 64, True: 5 + 9 + 20}

@@ -23,17 +23,21 @@ def test_training_log_line_shows_mfu_and_the_numbers_of_the_last_update(monkeypa
         tf1.train.get_or_create_global_step()
         hook = training.TrainingLogHook(
             {}, examples_per_call=4, every_n_steps=1, total_steps=10,
-            flops_per_example=lambda length: 1e9 * length, matmul_peak_flops=1e12)
+            flops_per_example=lambda length, dense: 1e9 * (length if dense is None else dense),
+            matmul_peak_flops=1e12)
         hook.begin()
     Values = collections.namedtuple("Values", ["results"])
-    for step, closed, norm, length in [(0, True, 1.0, 16), (0, False, np.nan, 10),
-                                       (1, True, 2.5, 20)]:
-        hook.after_run(None, Values({"global_step": step, "loss": 0.5, "gradient_norm": norm,
-                                     training.CYCLE_CLOSED: closed,
-                                     training.SEQUENCE_LENGTH: length}))
-    # 4 examples x 1e9 x (10 + 20) FLOPs in the 3 s since the first call, peak 1e12.
+    for step, closed, norm, length, dense in [(0, True, 1.0, 16, None),
+                                              (0, False, np.nan, 10, None),
+                                              (1, True, 2.5, 20, 5.0)]:
+        logged = {"global_step": step, "loss": 0.5, "gradient_norm": norm,
+                  training.CYCLE_CLOSED: closed, training.SEQUENCE_LENGTH: length}
+        if dense is not None:  # the encoder skipped padding: 5 tokens an example
+            logged[training.DENSE_TOKENS] = dense
+        hook.after_run(None, Values(logged))
+    # 4 examples x 1e9 x (10 + 5) FLOPs in the 3 s since the first call, peak 1e12.
     assert len(lines) == 1 and lines[0].startswith("step 1/10 (10%), 2.7 examples/s")
-    assert "gradient norm 2.5" in lines[0] and lines[0].endswith("MFU 4.0%")
+    assert "gradient norm 2.5" in lines[0] and lines[0].endswith("MFU 2.0%")
 
 
 def test_lost_worker_timeout_floors_the_first_step_and_scales_with_the_longest():

@@ -42,7 +42,8 @@ def google_variable_shapes(config):
     return shapes
 
 
-def build(config, ids, mask=None, types=None, compute_dtype=tf.float32, is_training=False):
+def build(config, ids, mask=None, types=None, compute_dtype=tf.float32, is_training=False,
+          skip_padding=False):
     graph = tf.Graph()
     with graph.as_default():
         tf1.set_random_seed(1)
@@ -50,7 +51,7 @@ def build(config, ids, mask=None, types=None, compute_dtype=tf.float32, is_train
         mask_t = None if mask is None else tf.constant(mask, tf.int32)
         types_t = None if types is None else tf.constant(types, tf.int32)
         model = modeling.BertModel(config, is_training, ids_t, mask_t, types_t,
-                                   compute_dtype=compute_dtype)
+                                   compute_dtype=compute_dtype, skip_padding=skip_padding)
     return graph, model
 
 
@@ -112,6 +113,50 @@ def test_padding_does_not_change_real_positions():
                          np.concatenate([mask, mask]))
     out = run(graph, model.get_sequence_output())
     np.testing.assert_allclose(out[0, :6], out[1, :6], atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,tolerance", [(tf.float32, 1e-5), (tf.bfloat16, 0.05)])
+def test_skip_padding_gives_the_real_positions_outputs_and_gradients(tmp_path, dtype,
+                                                                      tolerance):
+    config = tiny_config(num_hidden_layers=2)
+    ids = random_ids(3, 9)
+    # A full row, a short one, and a mask with a hole (allowed: any 0/1 mask).
+    mask = np.array([[1] * 9, [1] * 3 + [0] * 6, [1, 1, 0, 1, 1, 1, 0, 0, 0]])
+    ckpt = save_tiny_checkpoint(config, tmp_path)
+
+    def outputs(skip_padding):
+        graph, model = build(config, ids, mask, compute_dtype=dtype, skip_padding=skip_padding)
+        with graph.as_default():
+            layers = model.get_all_encoder_layers()
+            loss = tf.reduce_sum(model.get_pooled_output() ** 2) + tf.reduce_sum(
+                layers[-1] * tf.cast(mask, tf.float32)[:, :, None])
+            kernel = [v for v in tf1.trainable_variables()
+                      if "layer_0/intermediate/dense/kernel" in v.name][0]
+            gradient = tf.gradients(loss, kernel)[0]
+        return run(graph, [layers, model.get_pooled_output(), gradient], checkpoint=ckpt)
+
+    (full_layers, full_pooled, full_gradient) = outputs(False)
+    (packed_layers, packed_pooled, packed_gradient) = outputs(True)
+    real = mask.astype(bool)
+    for full, packed in zip(full_layers, packed_layers):
+        np.testing.assert_allclose(packed[real], full[real], atol=tolerance)
+        assert not packed[~real].any()  # padding positions come out as zeros
+    np.testing.assert_allclose(packed_pooled, full_pooled, atol=tolerance)
+    np.testing.assert_allclose(packed_gradient, full_gradient, atol=tolerance * 10,
+                               rtol=tolerance)
+
+
+def test_skip_padding_leaves_a_batch_with_little_padding_as_it_is():
+    config = tiny_config(num_hidden_layers=1)
+    ids = random_ids(2, 10)
+    mask = np.array([[1] * 10, [1] * 9 + [0]])  # 5% padding: not worth packing
+    graph, model = build(config, ids, mask, skip_padding=True)
+    with graph.as_default():
+        rows_run = tf.shape(graph.get_tensor_by_name(
+            "bert/encoder/layer_0/intermediate/MatMul:0"))[0]
+    sequence, rows_run = run(graph, [model.get_sequence_output(), rows_run])
+    assert rows_run == 20
+    assert sequence[1, 9].any()  # the padding position computed, not zeroed
 
 
 def test_mean_pooling_averages_only_the_real_tokens():

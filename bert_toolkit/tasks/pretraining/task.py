@@ -321,7 +321,8 @@ def run(options):
     runtime, chief = placement.runtime, launch.is_chief(placement)
     model_fn = model_fn_builder.build_model_fn(
         bert_config,
-        make_head_fn(bert_config, "fp32" if runtime.graph_rewrite else runtime.precision,
+        make_head_fn(bert_config,
+                     model_fn_builder.graph_precision(runtime.precision, runtime.graph_rewrite),
                      runtime.inference_precision),
         plan, init_checkpoint=model_inputs.init_checkpoint, log_per_replica=True,
         **launch.model_fn_settings(options, placement))
