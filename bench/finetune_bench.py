@@ -57,7 +57,7 @@ def make_parser():
                         help="Comma-separated, one ours side each: 'longest' (what the "
                              "toolkit does: each batch cut to its longest sequence, rounded "
                              "up to 16, the encoder skipping the rest of the padding, see "
-                             "modeling.pack_tokens), 'unpacked' (the cut alone), 'full' "
+                             "modeling.token_packing), 'unpacked' (the cut alone), 'full' "
                              "(every batch padded to --seq_length), 'bucketed' (longest, "
                              "with pools of 64 batches sorted by length). "
                              "The peer pads to the batch's longest (rounded up to 16) unless "

@@ -22,7 +22,7 @@ the longest sentence of the batch (transformers' tokenizer with padding=True; th
 ONNX model takes any length), ours to --seq_length as a client of the export sends
 them, the export cutting each batch to its longest sentence (rounded up to 8)
 inside the serving graph and running every layer but the attention products on
-the real tokens only (modeling.pack_tokens). examples/s is the median of
+the real tokens only (modeling.token_packing). examples/s is the median of
 --rounds rounds of --steps_per_round batches, after warm-up, the sides taking
 turns; GFLOP/s and MFU count the matmul work each side does.
 """

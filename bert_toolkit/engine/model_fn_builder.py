@@ -72,7 +72,7 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         to max_seq_length) each batch is cut to its longest text, rounded up to
         INFERENCE_LENGTH_MULTIPLE (input_pipeline.trim_to_longest); in every mode
         the encoder's token-wise layers run on the real tokens only
-        (modeling.pack_tokens), unless `use_xla` (XLA would compile each batch's
+        (modeling.token_packing), unless `use_xla` (XLA would compile each batch's
         new number of tokens anew).
     """
     def model_fn(features, labels, mode):

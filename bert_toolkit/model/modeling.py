@@ -460,7 +460,7 @@ def attention_mask_bias(mask):
     return (1.0 - mask) * -10000.0
 
 
-TokenPacking = collections.namedtuple("TokenPacking", ["rows", "padded_shape", "packed"])
+TokenPacking = collections.namedtuple("TokenPacking", ["rows", "padded_rows", "packed"])
 """Where a batch's real tokens sit among its [batch * seq] positions (token_packing)."""
 
 # Packing and unpacking cost about what 8% of the tokens cost in a bf16 training
@@ -480,8 +480,8 @@ def token_packing(input_mask):
       input_mask: int [batch, seq], nonzero for real tokens.
     Returns:
       TokenPacking(rows: int64 [tokens], the real tokens' positions in the
-      flattened [batch * seq] order; padded_shape: int64 [2], batch * seq and
-      the hidden width; packed: bool scalar, whether at least
+      flattened [batch * seq] order; padded_rows: int64 scalar, batch * seq;
+      packed: bool scalar, whether at least
       PACKING_MIN_PADDING of the positions are padding, so that packing pays).
     """
     flat_mask = tf.reshape(input_mask, [-1])
@@ -500,9 +500,9 @@ def pack_tokens(flat, packing):
 
 
 def unpack_tokens(packed, packing):
-    """pack's inverse: [tokens, width] -> [batch * seq, width], zeros at padding."""
+    """pack_tokens' inverse: [tokens, width] -> [batch * seq, width], zeros at padding."""
     def scatter():
-        shape = tf.stack([packing.padded_shape, tf.shape(packed, out_type=tf.int64)[1]])
+        shape = tf.stack([packing.padded_rows, tf.shape(packed, out_type=tf.int64)[1]])
         return tf.scatter_nd(packing.rows[:, tf.newaxis], packed, shape)
     return tf.cond(packing.packed, scatter, lambda: packed)
 
@@ -631,7 +631,8 @@ def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
     tensors [batch, seq, hidden] in the dtype of `input_tensor` [batch, seq, hidden].
 
     packing: from token_packing(input_mask): every layer but the attention products
-      runs on the real tokens only, the outputs' padding positions are zeros.
+      runs on the real tokens only, and the outputs' padding positions are zeros
+      (when packing.packed).
     layer_settings: transformer_layer's keyword arguments after seq_length.
     """
     batch_size, seq_length, width = get_shape_list(input_tensor, expected_rank=3)
