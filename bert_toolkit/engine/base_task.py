@@ -34,7 +34,8 @@ class Task(object):
     predict_keys = None           # the predictions Estimator.predict computes (None: all)
     text_inputs = ()              # the export's raw-text signature's inputs (): none
     per_example_outputs = False   # no prediction has a token axis: prediction and the
-    #                               export cut each batch to its longest text
+    #                               export cut each batch to its longest text, and the
+    #                               encoder skips the padding in every mode
     extra_serving_inputs = {}     # name -> shape of int32 inputs the export accepts and
     #                               ignores (requests of other clients; see export.py)
 
