@@ -190,7 +190,7 @@ def run(args):
             print("mean real tokens per example: %.1f of %d" % (real, args.seq_length))
         if args.profile:
             return profile(args, features_path, workdir, precisions[0], replica_counts[0])
-        workers, replicas = {}, {}
+        workers, replicas, side_paddings = {}, {}, {}
         try:
             # Started one after the other (each warms up alone), then measured in
             # turns: every side sees the same background load.
@@ -212,6 +212,7 @@ def run(args):
                            "--padding_mode=%s" % padding, "--mixed_precision_mode=%s" % mode]
                 workers[name] = benchlib.Worker(name, command + passthrough(args), env)
                 replicas[name] = count
+                side_paddings[name] = padding
             if peer_python:
                 for name, precision, extra in benchlib.torch_peer_sides(precisions,
                                                                         args.torch_compile):
@@ -230,7 +231,8 @@ def run(args):
         results = benchlib.measure_sides(workers, args, precisions, peer_python,
                                          example_flops, replicas)
         if args.data != "synthetic":
-            count_work_done(results, config, features, args.batch, paddings)
+            count_work_done(results, config, features, args.batch, side_paddings,
+                            paddings == ["full"])
     finally:
         benchlib.remove_tree(workdir)
     print_results(results, peer_python, args)
@@ -240,20 +242,16 @@ def run(args):
     return 0
 
 
-def count_work_done(results, config, features, batch, paddings):
+def count_work_done(results, config, features, batch, side_paddings, peer_full):
     """On real text, GFLOP/s and MFU from the matmul work each side does: the peer
-    pads each batch to its longest rounded up to 16 (to the full length when only
-    'full' is asked for), ours as its --padding side says (a 'bucketed' side
-    counted as 'longest')."""
+    pads each batch to its longest rounded up to 16 (to the full length with
+    `peer_full`), ours as its --padding (`side_paddings`: side name -> padding)
+    says, a 'bucketed' side counted as 'longest'."""
     # (cut to a multiple of, dense layers on the real tokens only) per padding.
     cuts = {"full": (None, False), "unpacked": (16, False), "longest": (16, True),
             "bucketed": (16, True)}
     for result in results:
-        if result["side"].startswith("ours"):
-            padding = next((p for p in paddings if result["side"].endswith("pad " + p)
-                            or " pad %s " % p in result["side"]), paddings[0])
-        else:
-            padding = "full" if paddings == ["full"] else "unpacked"
+        padding = side_paddings.get(result["side"], "full" if peer_full else "unpacked")
         # Training: the backward pass's matmuls are twice the forward's.
         benchlib.count_work(result, 3 * benchlib.mean_forward_flops(
             config, features, batch, *cuts[padding]))

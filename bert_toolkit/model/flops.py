@@ -12,7 +12,7 @@ def forward_flops_per_example(config, seq_length, dense_tokens=None):
 
     config: bert_config fields (a dict, or an object with those attributes).
     dense_tokens: the tokens the dense layers run on (default: seq_length); fewer
-      when the encoder skips padding (modeling.pack_tokens), the attention
+      when the encoder skips padding (modeling.token_packing), the attention
       products still spanning seq_length.
     """
     field = config.get if isinstance(config, dict) else lambda name: getattr(config, name)
