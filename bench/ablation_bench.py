@@ -181,6 +181,7 @@ def build(variant, config, features, mode):
     """
     import tensorflow as tf
 
+    from bert_toolkit.estimator_compat import tf_estimator
     from bert_toolkit.model import modeling, optimization
     from bert_toolkit.tasks.classification import head as classifier_head
     tf1 = tf.compat.v1
@@ -215,8 +216,8 @@ def build(variant, config, features, mode):
             model = modeling.BertModel(
                 config, is_training, inputs["input_ids"], inputs["input_mask"],
                 inputs["segment_ids"], compute_dtype=modeling.get_compute_dtype(precision))
-            estimator_mode = tf.estimator.ModeKeys.TRAIN if is_training \
-                else tf.estimator.ModeKeys.PREDICT
+            estimator_mode = tf_estimator.ModeKeys.TRAIN if is_training \
+                else tf_estimator.ModeKeys.PREDICT
             head = classifier_head.make_head_fn(2, config.hidden_dropout_prob)(
                 model, inputs, estimator_mode)
             if not is_training:

@@ -1,5 +1,5 @@
 """The settings TensorFlow reads from the environment once, when it is first imported,
-and the one framework warning every multi-replica run would otherwise print.
+and the framework lines every run would otherwise print.
 
 Importing the package (bert_toolkit/__init__.py) imports this module first, so
 every script, test and notebook that uses the toolkit sets them before
@@ -7,7 +7,13 @@ TensorFlow is imported; a value already in the environment wins, so a user
 can still choose otherwise.
 """
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
+import re
+import sys
+import tempfile
 import warnings
 
 DEFAULTS = {
@@ -19,6 +25,11 @@ DEFAULTS = {
     # SavedModel 1.45x faster (docs/performance.md). GPU kernels are unaffected.
     "TF_ENABLE_ONEDNN_OPTS": "1",
 }
+# TensorFlow >= 2.16 makes tf.keras Keras 3, which has no tf.compat.v1.layers
+# (Google's modeling code and its users' call tf.layers.dense); with the tf-keras
+# package installed (requirements.txt does on those TensorFlows) this keeps Keras 2.
+if importlib.util.find_spec("tf_keras") is not None:
+    DEFAULTS["TF_USE_LEGACY_KERAS"] = "1"
 
 for _name, _value in DEFAULTS.items():
     os.environ.setdefault(_name, _value)
@@ -27,3 +38,68 @@ for _name, _value in DEFAULTS.items():
 # options set in the graph: MirroredStrategy reads them for every input
 # pipeline it distributes, and the user can do nothing about it.
 warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data options")
+
+# What TensorFlow >= 2.16 writes to the stderr file descriptor while its shared
+# libraries load, before absl's logging is initialised, so TF_CPP_MIN_LOG_LEVEL
+# cannot hide it: absl's notice that it logs to stderr, the "no CUDA driver"
+# line, oneDNN's notice and the CPU-feature note with its continuation line.
+STARTUP_NOISE = re.compile(
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IW]\d{4} [\d:.]+ +\d+ (cudart_stub|port|cpu_feature_guard|cuda_[a-z_]+)\.cc:\d+\]"
+    r"|To enable the following instructions: .* rebuild TensorFlow")
+
+
+def without_startup_noise(text):
+    """`text` (what TensorFlow printed while it was imported) less STARTUP_NOISE lines."""
+    return "".join(line for line in text.splitlines(True) if not STARTUP_NOISE.match(line))
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """Loads the tensorflow package with file descriptor 2 pointed at a temporary
+    file, then writes back whatever it printed but the start-up noise (all of it
+    if the import fails)."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        try:
+            saved_stderr = os.dup(2)
+        except OSError:  # no stderr to quiet
+            return self._loader.exec_module(module)
+        sys.stderr.flush()
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            failed = True
+            try:
+                self._loader.exec_module(module)
+                failed = False
+            finally:
+                os.dup2(saved_stderr, 2)
+                os.close(saved_stderr)
+                captured.seek(0)
+                text = captured.read().decode("utf-8", "replace")
+                sys.stderr.write(text if failed else without_startup_noise(text))
+                sys.stderr.flush()
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
+    """Finds the tensorflow package once, for _QuietLoader to load."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+# A user who asks TensorFlow for its INFO lines (TF_CPP_MIN_LOG_LEVEL=0) gets them all.
+if "tensorflow" not in sys.modules and os.environ["TF_CPP_MIN_LOG_LEVEL"] != "0" and not any(
+        isinstance(finder, _QuietTensorFlowImport) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _QuietTensorFlowImport())

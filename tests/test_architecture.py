@@ -1,6 +1,7 @@
 """The package's layers (docs/architecture.md): no module imports a higher layer.
 
-    layer 0  base       errors, console, fileio, options, system, tensorflow_env
+    layer 0  base       errors, console, fileio, options, system, tensorflow_env,
+                        estimator_compat
     layer 1  text       WordPiece, in-graph WordPiece, windows
              model      the BERT graph, the optimizer, FLOPs
     layer 2  engine     options, checks, the flows, model_fn, distribution, export
@@ -80,3 +81,27 @@ def test_every_top_level_package_has_a_layer():
     folders = {name for name in os.listdir(PACKAGE)
                if os.path.isfile(os.path.join(PACKAGE, name, "__init__.py"))}
     assert folders <= set(LAYERS), folders - set(LAYERS)
+
+
+def names_tf_estimator(path):
+    """Lines of a source file that reach the Estimator as `tf.estimator` (or
+    tf.compat.v1.estimator) instead of estimator_compat.tf_estimator."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "estimator"
+            and ast.unparse(node.value) in ("tf", "tf1", "tf.compat.v1", "tensorflow")]
+
+
+def test_the_estimator_is_reached_through_one_name():
+    """TensorFlow >= 2.16 has no tf.estimator of its own (estimator_compat.py)."""
+    wrong = []
+    for folder in ("bert_toolkit", "bench", "tests"):
+        for root, _, files in os.walk(os.path.join(REPO, folder)):
+            for name in files:
+                path = os.path.join(root, name)
+                if name.endswith(".py") and name not in ("estimator_compat.py",
+                                                         "test_estimator_compat.py"):
+                    wrong += ["%s:%d" % (os.path.relpath(path, REPO), line)
+                              for line in names_tf_estimator(path)]
+    assert not wrong, "use bert_toolkit.estimator_compat.tf_estimator: " + ", ".join(wrong)

@@ -101,3 +101,22 @@ def test_googles_root_modules_are_the_packages_own():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+
+def requirement_lines(lines):
+    """Requirements with spaces dropped and quotes made alike, sorted."""
+    return sorted(line.replace(" ", "").replace("'", '"') for line in lines)
+
+
+def test_pyproject_and_requirements_txt_pin_the_same_platforms():
+    with open(os.path.join(REPO, "requirements.txt")) as f:
+        pinned = [line.split("#")[0].strip() for line in f]
+    with open(os.path.join(REPO, "pyproject.toml")) as f:
+        text = f.read()
+    # The dependencies array, one quoted requirement a line (tomllib is 3.11+).
+    block = text[text.index("dependencies = ["):]
+    block = block[:block.index("\n]")]
+    declared = [line.strip().rstrip(",")[1:-1] for line in block.splitlines()[1:]
+                if line.strip().startswith('"')]
+    assert requirement_lines(declared) == requirement_lines(line for line in pinned if line)

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from bert_toolkit import console, system
 from bert_toolkit.errors import InputError
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.model import modeling
 
 tf1 = tf.compat.v1
@@ -164,7 +165,7 @@ def make_estimator(options, runtime, model_fn):
             options.output_dir, runtime.devices, use_xla=options.use_xla,
             save_checkpoints_steps=options.save_checkpoints_steps,
             keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed)
-    return tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+    return tf_estimator.Estimator(model_fn=model_fn, config=run_config)
 
 
 @contextlib.contextmanager
@@ -228,7 +229,7 @@ def make_run_config(output_dir, devices, use_xla=False, save_checkpoints_steps=1
 
 def run_config(output_dir, devices, use_xla, save_checkpoints_steps, keep_checkpoint_max,
                 seed, **distribution_options):
-    return tf.estimator.RunConfig(
+    return tf_estimator.RunConfig(
         model_dir=output_dir,
         tf_random_seed=seed,
         session_config=make_session_config(devices, use_xla),

@@ -30,6 +30,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from bert_toolkit import console, fileio
 from bert_toolkit.engine import export_layout
+from bert_toolkit.estimator_compat import tf_estimator
 
 tf1 = tf.compat.v1
 
@@ -54,7 +55,7 @@ def serving_input_receiver_fn(max_seq_length, text=None, extra_inputs=None):
         if text is None:
             features = {name: tf1.placeholder(tf.int32, [None, max_seq_length], name=name)
                         for name in export_layout.SERVING_INPUTS}
-            return tf.estimator.export.ServingInputReceiver(dict(features, **ignored),
+            return tf_estimator.export.ServingInputReceiver(dict(features, **ignored),
                                                             dict(features, **ignored))
         texts = {name: tf1.placeholder(tf.string, [None], name=name) for name in text.inputs}
         from_text = text.features_fn(texts)
@@ -63,7 +64,7 @@ def serving_input_receiver_fn(max_seq_length, text=None, extra_inputs=None):
                     for name in export_layout.SERVING_INPUTS}
         batch = tf.shape(texts[text.inputs[0]])[0]
         tf.tile(tf.constant([list(text.labels)]), [batch, 1], name=_TEXT_LABELS)
-        return tf.estimator.export.ServingInputReceiver(
+        return tf_estimator.export.ServingInputReceiver(
             dict(features, **ignored), dict(features, **ignored),
             receiver_tensors_alternatives={TEXT_SIGNATURE: texts})
     return receiver_fn

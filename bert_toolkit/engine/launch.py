@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from bert_toolkit import console
 from bert_toolkit.engine import distribution, multi_worker, run_folder, training
+from bert_toolkit.estimator_compat import tf_estimator
 
 Placement = collections.namedtuple("Placement", ["runtime", "cluster", "strategy",
                                                  "matmul_peak"])
@@ -136,7 +137,7 @@ def train_to(estimator, options, placement, model_fn, input_fn, max_steps):
     runtime = placement.runtime
     if placement.cluster is None:
         if runtime.graph_rewrite:
-            estimator = tf.estimator.Estimator(model_fn=model_fn, config=(
+            estimator = tf_estimator.Estimator(model_fn=model_fn, config=(
                 distribution.training_run_config(estimator.config, runtime)))
         training.train(estimator, input_fn, max_steps)
     else:

@@ -13,6 +13,7 @@ import functools
 import tensorflow as tf
 
 from bert_toolkit.engine import input_pipeline, training
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.model import flops, modeling, optimization
 
 Head = collections.namedtuple("Head", [
@@ -77,10 +78,10 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
     """
     def model_fn(features, labels, mode):
         del labels
-        is_training = mode == tf.estimator.ModeKeys.TRAIN
+        is_training = mode == tf_estimator.ModeKeys.TRAIN
         compute_dtype = modeling.get_compute_dtype(
             graph_precision(precision, graph_rewrite) if is_training else inference_precision)
-        if skip_padding and mode == tf.estimator.ModeKeys.PREDICT:
+        if skip_padding and mode == tf_estimator.ModeKeys.PREDICT:
             # Padding is masked: the outputs are the same, the work shrinks.
             features = input_pipeline.trim_to_longest(
                 features, input_pipeline.TOKEN_FEATURES, INFERENCE_LENGTH_MULTIPLE)
@@ -93,13 +94,13 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
             # Only shapes the fresh variables: a checkpoint in output_dir wins.
             modeling.init_from_checkpoint(init_checkpoint)
 
-        if mode == tf.estimator.ModeKeys.PREDICT:
-            return tf.estimator.EstimatorSpec(
+        if mode == tf_estimator.ModeKeys.PREDICT:
+            return tf_estimator.EstimatorSpec(
                 mode, predictions=head.predictions,
-                export_outputs={"serving_default": tf.estimator.export.PredictOutput(
+                export_outputs={"serving_default": tf_estimator.export.PredictOutput(
                     head.serving_outputs)})
-        if mode == tf.estimator.ModeKeys.EVAL:
-            return tf.estimator.EstimatorSpec(mode, loss=head.loss,
+        if mode == tf_estimator.ModeKeys.EVAL:
+            return tf_estimator.EstimatorSpec(mode, loss=head.loss,
                                               eval_metric_ops=head.eval_metric_ops)
 
         step = optimization.create_train_op(
@@ -132,7 +133,7 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
             training.stop_vote()
         if step_timeout_seconds or (on_cluster and step_timeout_seconds is None):
             hooks.append(training.StepWatchdogHook(step_timeout_seconds, output_dir))
-        return tf.estimator.EstimatorSpec(mode, loss=head.loss / float(num_replicas),
+        return tf_estimator.EstimatorSpec(mode, loss=head.loss / float(num_replicas),
                                           train_op=step.train_op, training_hooks=hooks)
 
     return model_fn

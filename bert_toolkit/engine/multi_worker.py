@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from bert_toolkit.engine import distribution, training
 from bert_toolkit.errors import InputError
+from bert_toolkit.estimator_compat import tf_estimator
 
 
 def join_cluster(options):
@@ -178,7 +179,7 @@ def train_on_cluster(options, cluster, strategy, runtime, model_fn, input_fn, ma
         options.output_dir, strategy, runtime.devices, use_xla=options.use_xla,
         save_checkpoints_steps=options.save_checkpoints_steps,
         keep_checkpoint_max=options.keep_checkpoint_max, seed=options.seed), runtime)
-    estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+    estimator = tf_estimator.Estimator(model_fn=model_fn, config=run_config)
     stop_hook = training.StopOnSignalHook()
     # The throwaway checkpoints a worker other than the chief has to write (see
     # make_multi_worker_run_config).
@@ -188,10 +189,10 @@ def train_on_cluster(options, cluster, strategy, runtime, model_fn, input_fn, ma
         # Without an "evaluator" task, train_and_evaluate only trains: every worker
         # runs its replicas under the distribute coordinator. The EvalSpec is
         # required by the API but never used.
-        tf.estimator.train_and_evaluate(
-            estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps,
+        tf_estimator.train_and_evaluate(
+            estimator, tf_estimator.TrainSpec(input_fn, max_steps=max_steps,
                                               hooks=[stop_hook]),
-            tf.estimator.EvalSpec(input_fn, steps=1))
+            tf_estimator.EvalSpec(input_fn, steps=1))
         stop_hook.restore()
         # Every worker saved the step they stopped at; the chief's copy is the one.
         saved = tf.train.latest_checkpoint(options.output_dir if cluster.is_chief
@@ -220,7 +221,7 @@ def make_multi_worker_strategy(use_gpu):
 def make_multi_worker_run_config(output_dir, strategy, devices, use_xla=False,
                                  save_checkpoints_steps=1000, keep_checkpoint_max=5,
                                  seed=None):
-    """A RunConfig for tf.estimator.train_and_evaluate over the TF_CONFIG cluster.
+    """A RunConfig for tf_estimator.train_and_evaluate over the TF_CONFIG cluster.
 
     RunConfig reads TF_CONFIG itself; with a cluster and this train_distribute,
     train_and_evaluate runs the distribute coordinator in independent-worker

@@ -25,6 +25,7 @@ from safetensors.numpy import load_file
 from bert_toolkit.convert import hf_checkpoint, hf_export
 from bert_toolkit.convert.options import ExportHfOptions
 from bert_toolkit.errors import InputError
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.model import modeling
 from bert_toolkit.text import tokenization
 
@@ -234,7 +235,7 @@ def _our_outputs(case, hf_dir, arrays):
                         (ids, mask, types)))
         model = modeling.BertModel(config, False, features["input_ids"],
                                    features["input_mask"], features["segment_ids"])
-        predict = tf.estimator.ModeKeys.PREDICT
+        predict = tf_estimator.ModeKeys.PREDICT
         if case.startswith("classifier") or case == "multi_label":
             head = classifier_head.make_head_fn(
                 len(records["labels"]), 0.0, records["multi_label"],

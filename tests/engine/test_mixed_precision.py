@@ -11,6 +11,7 @@ import tensorflow as tf
 from bert_toolkit.engine import distribution, fine_tuning, model_fn_builder, training_plan
 from bert_toolkit.engine.options import FineTuningOptions
 from bert_toolkit.errors import InputError
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.tasks.classification import head as classifier_head
 from bert_toolkit.tasks.classification import task as classifier
 
@@ -65,7 +66,7 @@ def test_under_the_rewrite_the_training_graph_is_fp32_and_fp16_keeps_loss_scalin
                         "input_mask": tf.ones([2, 8], tf.int32),
                         "segment_ids": tf.zeros([2, 8], tf.int32),
                         "label_ids": tf.zeros([2], tf.int32)}
-            model_fn(features, None, tf.estimator.ModeKeys.TRAIN)
+            model_fn(features, None, tf_estimator.ModeKeys.TRAIN)
             half = any(t.dtype == tf.float16 for op in graph.get_operations()
                        for t in op.outputs if not op.name.startswith("loss_scale"))
             names = [v.name for v in tf1.global_variables()]

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_toolkit.engine import fine_tuning, input_pipeline
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.model import modeling
 from bert_toolkit.tasks.seq_labeling import features as seq_labeling_features
 from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
@@ -244,7 +245,7 @@ def test_prediction_cuts_padding_for_per_example_heads_with_the_same_outputs(tmp
             skip_padding=cut)
         with tf.Graph().as_default() as graph:
             spec = model_fn({name: tf.constant(value) for name, value in feed.items()}, None,
-                            tf.estimator.ModeKeys.PREDICT)
+                            tf_estimator.ModeKeys.PREDICT)
             # The word ids BERT embeds, flattened: batch x the length it runs at.
             embedded_ids = graph.get_tensor_by_name("bert/embeddings/Reshape:0")
             feed_forward = graph.get_tensor_by_name(

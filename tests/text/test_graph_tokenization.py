@@ -25,6 +25,7 @@ import tensorflow as tf
 from test_tokenization import FIXTURE, TINY_TOKENS, digest, write_vocab
 
 from bert_toolkit import errors
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.text import graph_tokenization, tokenization
 
 CASES = {"uncased": True, "cased": False}
@@ -329,21 +330,21 @@ def export_tiny_estimator(model_dir, export_base, vocab, do_lower_case, max_seq_
     """
     def model_fn(features, labels, mode):
         step = tf.compat.v1.train.get_or_create_global_step()
-        if mode == tf.estimator.ModeKeys.TRAIN:
-            return tf.estimator.EstimatorSpec(mode, loss=tf.constant(0.0),
+        if mode == tf_estimator.ModeKeys.TRAIN:
+            return tf_estimator.EstimatorSpec(mode, loss=tf.constant(0.0),
                                               train_op=tf.compat.v1.assign_add(step, 1))
         predictions = {name: tf.identity(features[name]) for name in FEATURES}
-        return tf.estimator.EstimatorSpec(mode, predictions=predictions, export_outputs={
-            "serving_default": tf.estimator.export.PredictOutput(predictions)})
+        return tf_estimator.EstimatorSpec(mode, predictions=predictions, export_outputs={
+            "serving_default": tf_estimator.export.PredictOutput(predictions)})
 
     def serving_input_receiver_fn():
         receivers = {name: tf.compat.v1.placeholder(tf.string, [None], name=name)
                      for name in (("text_a", "text_b") if pair else ("text_a",))}
         features = graph_tokenization.text_features(
             receivers["text_a"], receivers.get("text_b"), vocab, do_lower_case, max_seq_length)
-        return tf.estimator.export.ServingInputReceiver(features, receivers)
+        return tf_estimator.export.ServingInputReceiver(features, receivers)
 
-    estimator = tf.estimator.Estimator(model_fn, model_dir=model_dir)
+    estimator = tf_estimator.Estimator(model_fn, model_dir=model_dir)
     estimator.train(lambda: tf.data.Dataset.from_tensors(({"x": [0]}, [0])), steps=1)
     return estimator.export_saved_model(export_base, serving_input_receiver_fn).decode()
 

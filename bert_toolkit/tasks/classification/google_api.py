@@ -26,6 +26,7 @@ import tensorflow as tf
 from bert_toolkit.engine import input_pipeline, training_plan
 from bert_toolkit.engine import model_fn_builder as engine_model_fn
 from bert_toolkit.engine.model_fn_builder import Head
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.model import modeling
 from bert_toolkit.tasks.classification import head as classifier_head
 from bert_toolkit.tasks.classification.data import (  # noqa: F401  (Google's names)
@@ -172,12 +173,12 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 def _google_head_fn(num_labels):
     """model_fn_builder's head_fn: Google's outputs, metrics and predictions."""
     def head_fn(model, features, mode):
-        is_training = mode == tf.estimator.ModeKeys.TRAIN
+        is_training = mode == tf_estimator.ModeKeys.TRAIN
         labels = features.get("label_ids", tf.zeros_like(features["input_ids"][:, 0]))
         loss, per_example_loss, logits, probabilities = _classifier_outputs(
             model.get_pooled_output(), labels, num_labels, is_training)
         predictions = {"probabilities": probabilities}
-        if mode == tf.estimator.ModeKeys.PREDICT:
+        if mode == tf_estimator.ModeKeys.PREDICT:
             return Head(None, predictions, None, predictions)
         weights = tf.cast(features.get("is_real_example", tf.ones_like(labels)), tf.float32)
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)

@@ -16,6 +16,7 @@ import tensorflow as tf
 from bert_toolkit.engine import metrics, scores
 from bert_toolkit.engine.model_fn_builder import Head
 from bert_toolkit.errors import InputError
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.model import modeling
 
 tf1 = tf.compat.v1
@@ -75,7 +76,7 @@ def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
     loss stays the plain mean (comparable across runs).
     """
     def head_fn(model, features, mode):
-        is_training = mode == tf.estimator.ModeKeys.TRAIN
+        is_training = mode == tf_estimator.ModeKeys.TRAIN
         # float32 [batch, hidden]
         pooled = modeling.sentence_vector(model, features["input_mask"], pooling)
         if is_training:
@@ -96,7 +97,7 @@ def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
         if not probabilities_only:
             serving.update({"logits": logits, "label_ids" if not multi_label
                             else "predicted_multi_hot": predicted})
-        if mode == tf.estimator.ModeKeys.PREDICT:
+        if mode == tf_estimator.ModeKeys.PREDICT:
             return Head(None, predictions, None, serving)
 
         if multi_label:
@@ -113,7 +114,7 @@ def make_head_fn(num_labels, dropout_prob, multi_label=False, threshold=0.5,
         else:
             loss = tf.reduce_mean(per_example_loss)
         eval_metric_ops = None
-        if mode == tf.estimator.ModeKeys.EVAL:
+        if mode == tf_estimator.ModeKeys.EVAL:
             # 0 for the padding that fills the last batch of every replica.
             weights = features.get("is_real_example")
             eval_metric_ops = {"eval_loss": tf1.metrics.mean(per_example_loss, weights)}

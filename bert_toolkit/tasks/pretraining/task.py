@@ -37,6 +37,7 @@ from bert_toolkit.engine import (
 )
 from bert_toolkit.engine.model_fn_builder import Head
 from bert_toolkit.errors import InputError
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.model import modeling
 from bert_toolkit.tasks.pretraining.data import feature_lengths
 
@@ -167,7 +168,7 @@ def eval_counts(mlm_log_probs, mlm_ids, mlm_weights, mlm_loss, ns_log_probs, ns_
 def make_head_fn(bert_config, training_precision="fp32", inference_precision="fp32"):
     """The pretraining head_fn for model_fn_builder.build_model_fn: MLM + NSP losses."""
     def head_fn(model, features, mode):
-        is_training = mode == tf.estimator.ModeKeys.TRAIN
+        is_training = mode == tf_estimator.ModeKeys.TRAIN
         compute_dtype = modeling.get_compute_dtype(
             training_precision if is_training else inference_precision)
         mlm_loss, mlm_per_prediction, mlm_log_probs = masked_lm_output(
@@ -178,7 +179,7 @@ def make_head_fn(bert_config, training_precision="fp32", inference_precision="fp
             bert_config, model.get_pooled_output(), features["next_sentence_labels"])
         total_loss = mlm_loss + ns_loss
         eval_metric_ops = None
-        if mode == tf.estimator.ModeKeys.EVAL:
+        if mode == tf_estimator.ModeKeys.EVAL:
             eval_metric_ops = {"pretraining_counts": metrics.streaming_counts(
                 "pretraining_counts", [len(_COUNT_NAMES)], eval_counts(
                     mlm_log_probs, features["masked_lm_ids"], features["masked_lm_weights"],

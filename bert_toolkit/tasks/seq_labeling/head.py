@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from bert_toolkit.engine import input_pipeline, metrics, scores
 from bert_toolkit.engine.model_fn_builder import Head
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.model import modeling
 from bert_toolkit.tasks.seq_labeling import features
 
@@ -36,7 +37,7 @@ def make_head_fn(num_labels, dropout_prob, fork_serving=False):
     """
     def head_fn(model, features, mode):
         sequence = model.get_sequence_output()  # float32 [batch, seq, hidden]
-        if mode == tf.estimator.ModeKeys.TRAIN:
+        if mode == tf_estimator.ModeKeys.TRAIN:
             sequence = modeling.dropout(sequence, dropout_prob)
         output_weights = tf1.get_variable(
             "output_weights", [num_labels, sequence.shape[-1]],
@@ -58,7 +59,7 @@ def make_head_fn(num_labels, dropout_prob, fork_serving=False):
         for name in ("word_ids", "sentence_index"):
             if name in features:
                 predictions[name] = features[name]
-        if mode == tf.estimator.ModeKeys.PREDICT:
+        if mode == tf_estimator.ModeKeys.PREDICT:
             return Head(None, predictions, None, serving)
 
         labels = features["label_ids"]  # int32 [batch, seq]
@@ -68,7 +69,7 @@ def make_head_fn(num_labels, dropout_prob, fork_serving=False):
         loss = tf.reduce_sum(per_token_loss * label_mask) / tf.maximum(
             tf.reduce_sum(label_mask), 1.0)
         eval_metric_ops = None
-        if mode == tf.estimator.ModeKeys.EVAL:
+        if mode == tf_estimator.ModeKeys.EVAL:
             # Each word once, from the window that scores it; 0 for the padding
             # examples that fill the last batch of every replica.
             weights = label_mask * tf.cast(features["word_ids"] >= 0, tf.float32)

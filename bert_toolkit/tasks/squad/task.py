@@ -29,6 +29,7 @@ from bert_toolkit import console
 from bert_toolkit.engine import base_task, fine_tuning, input_pipeline, model_files
 from bert_toolkit.engine.model_fn_builder import Head
 from bert_toolkit.errors import InputError
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.tasks.squad import answers as squad_answers
 from bert_toolkit.tasks.squad import data as squad_data
 from bert_toolkit.tasks.squad import evaluation as squad_eval
@@ -63,7 +64,7 @@ def make_head_fn():
         predictions = dict(serving)
         if "example_index" in features:
             predictions["example_index"] = tf.reshape(features["example_index"], [-1])
-        if mode == tf.estimator.ModeKeys.PREDICT:
+        if mode == tf_estimator.ModeKeys.PREDICT:
             return Head(None, predictions, None, serving)
 
         start_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(

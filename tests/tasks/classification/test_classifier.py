@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_toolkit.engine import model_selection
 from bert_toolkit.errors import InputError
+from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.tasks.classification import head as classifier_head
 from bert_toolkit.text import tokenization
 
@@ -265,7 +266,7 @@ def test_weighted_training_loss_is_the_mean_of_weight_times_cross_entropy():
                 return tf.constant([[[1.0, 0.0]], [[0.0, 1.0]], [[1.0, 1.0]]])
         features = {"input_mask": tf.ones([3, 1], tf.int32),
                     "label_ids": tf.constant([[0], [1], [1]], tf.int32)}
-        head = head_fn(Model(), features, tf.estimator.ModeKeys.TRAIN)
+        head = head_fn(Model(), features, tf_estimator.ModeKeys.TRAIN)
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
             session.run([v.assign(value) for v, value in zip(

@@ -16,9 +16,9 @@ import sys
 import textwrap
 
 import numpy as np
-import tensorflow as tf
 
 import run_classifier
+from bert_toolkit.estimator_compat import tf_estimator
 
 import modeling
 import tokenization
@@ -91,7 +91,7 @@ def test_googles_functions_as_run_classifier_with_tfhub_uses_them(tmp_path):
         learning_rate=5e-5, num_train_steps=num_train_steps,
         num_warmup_steps=int(num_train_steps * 0.1), use_tpu=False,
         use_one_hot_embeddings=False)
-    estimator = tf.estimator.Estimator(model_fn=model_fn, model_dir=str(tmp_path / "out"),
+    estimator = tf_estimator.Estimator(model_fn=model_fn, model_dir=str(tmp_path / "out"),
                                        params={"batch_size": 8})
 
     train_features = run_classifier.convert_examples_to_features(

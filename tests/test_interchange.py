@@ -1,0 +1,120 @@
+"""What one platform writes, the other reads (docs/platforms.md): a classifier trained and
+exported under TensorFlow 2.15.1 serves, resumes training and feeds its TFRecords
+under TensorFlow 2.21, and the reverse.
+
+The other platform is the interpreter $BERT_TOOLKIT_OTHER_PYTHON names (a virtualenv
+of the other TensorFlow with requirements.txt installed; .ci/run sets it for its
+second platform); without it the test is skipped. Each side runs the checkout's own
+scripts, so the test exercises what users run.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tiny import REPO, write_sentiment_csv, write_tiny_model
+
+OTHER_PYTHON = os.environ.get("BERT_TOOLKIT_OTHER_PYTHON", "")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+SENTENCES = ["the movie was great and the acting was good", "dull , awful plot",
+             "a fine story", "bad music and bad acting"]
+
+pytestmark = pytest.mark.skipif(
+    not os.path.isfile(OTHER_PYTHON),
+    reason="BERT_TOOLKIT_OTHER_PYTHON names no interpreter of the other platform")
+
+# Reads what a run wrote, in whichever interpreter runs it; prints JSON.
+PROBE = r"""
+import json, os, sys
+import numpy as np
+import bert_toolkit  # noqa: F401  (TensorFlow's environment)
+import tensorflow as tf
+
+output_dir, sentences = sys.argv[1], json.loads(sys.argv[2])
+versions = [name for name in os.listdir(os.path.join(output_dir, "serving")) if name.isdigit()]
+version_dir = os.path.join(output_dir, "serving", max(versions, key=int))  # the newest
+model = tf.saved_model.load(version_dir)
+text = model.signatures["text"](text_a=tf.constant(sentences))
+(record_file,) = tf.io.gfile.glob(os.path.join(output_dir, "train-*.tf_record"))
+records = list(tf.data.TFRecordDataset(record_file))
+first = tf.train.Example.FromString(records[0].numpy())
+checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+weights = checkpoint.get_tensor("bert/encoder/layer_0/output/dense/kernel")
+print(json.dumps({
+    "tensorflow": tf.__version__,
+    "probabilities": text["probabilities"].numpy().tolist(),
+    "records": len(records),
+    "first_input_ids": list(first.features.feature["input_ids"].int64_list.value),
+    "global_step": int(checkpoint.get_tensor("global_step")),
+    "weights_sum": float(np.sum(weights, dtype=np.float64)),
+}))
+"""
+
+
+def python_version(python):
+    return subprocess.run([python, "-c", "import tensorflow as tf; print(tf.__version__)"],
+                          env=ENV, capture_output=True, text=True).stdout.strip()
+
+
+def train(python, root, name, epochs, output_dir=None):
+    """Runs run_custom_classifier.py under `python` (export included); its output_dir."""
+    model_dir, data_dir = os.path.join(root, "model"), os.path.join(root, "data")
+    if not os.path.isdir(data_dir):
+        write_tiny_model(model_dir, with_classifier_labels=2)
+        os.makedirs(data_dir)
+        write_sentiment_csv(os.path.join(data_dir, "train.csv"), 48, seed=1)
+    model = {name: os.path.join(model_dir, file_name) for name, file_name in (
+        ("vocab_file", "vocab.txt"), ("bert_config_file", "bert_config.json"),
+        ("init_checkpoint", "bert_model.ckpt"))}
+    output_dir = output_dir or os.path.join(root, name)
+    result = subprocess.run(
+        [python, "run_custom_classifier.py", "--task_name=custom", "--data_dir=" + data_dir,
+         "--text_a_column=sentence", "--label_column=label",
+         "--vocab_file=" + model["vocab_file"], "--bert_config_file=" + model["bert_config_file"],
+         "--init_checkpoint=" + model["init_checkpoint"], "--output_dir=" + output_dir,
+         "--max_seq_length=16", "--learning_rate=3e-3", "--train_batch_size=8",
+         "--num_train_epochs=%d" % epochs, "--do_train", "--save_for_serving"],
+        cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert result.returncode == 0, "%s: %s" % (python, result.stderr[-3000:])
+    return output_dir, result.stderr
+
+
+def probe(python, output_dir):
+    result = subprocess.run([python, "-c", PROBE, output_dir, json.dumps(SENTENCES)],
+                            cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert result.returncode == 0, "%s: %s" % (python, result.stderr[-3000:])
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("writer", ["this", "other"])
+def test_a_run_written_on_one_platform_serves_and_resumes_on_the_other(writer, tmp_path):
+    this, other = sys.executable, OTHER_PYTHON
+    assert python_version(this) != python_version(other), "both interpreters run one TensorFlow"
+    if writer == "other":
+        this, other = other, this
+    output_dir, _ = train(this, str(tmp_path), "run", epochs=1)
+    written, read = probe(this, output_dir), probe(other, output_dir)
+    assert written["tensorflow"] != read["tensorflow"]
+    # The SavedModel's text signature (in-graph WordPiece included), the TFRecords and
+    # the checkpoint read the same on the other TensorFlow.
+    np.testing.assert_allclose(read["probabilities"], written["probabilities"], atol=1e-5)
+    for key in ("records", "first_input_ids", "global_step", "weights_sum"):
+        assert read[key] == written[key], key
+    assert written["global_step"] == 6  # 48 examples, batch 8, one epoch
+
+    # The other platform resumes the run (a second epoch) from the checkpoint, on the
+    # TFRecords the first wrote (the same key: no second file), and exports again; the
+    # first platform serves that.
+    _, log = train(other, str(tmp_path), "run", epochs=2, output_dir=output_dir)
+    assert "(step 6 of 12)" in log, log[-2000:]
+    assert len(glob.glob(os.path.join(output_dir, "train-*.tf_record"))) == 1
+    resumed_here, resumed_there = probe(this, output_dir), probe(other, output_dir)
+    assert resumed_there["global_step"] == resumed_here["global_step"] == 12
+    np.testing.assert_allclose(resumed_here["probabilities"], resumed_there["probabilities"],
+                               atol=1e-5)
+    assert resumed_here["weights_sum"] != written["weights_sum"]
