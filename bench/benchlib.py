@@ -138,6 +138,7 @@ class Worker(object):
 
     def __init__(self, name, command, env=None, start_timeout=1800, log_dir=None):
         self.name = name
+        self.python = command[0]  # the interpreter the side runs under
         self.log_path = os.path.join(log_dir or tempfile.gettempdir(),
                                      "bench-%s-%d.log" % (name.replace(" ", "_"), os.getpid()))
         self._log = open(self.log_path, "w")
@@ -291,15 +292,17 @@ def alternate_rounds(workers, rounds, max_wait_seconds=0, **request):
     return results
 
 
-def final_peaks(precisions, peer_python=None, size=2048, max_wait_seconds=0):
+def final_peaks(precisions, peer_python=None, size=2048, max_wait_seconds=0,
+                tf_pythons=None):
     """precision -> best matmul GFLOP/s of TensorFlow (and the peer's torch), re-measured.
 
     Runs bench/matmul_peak.py after the rounds (waiting for a quiet machine
-    first when asked); the benches combine it with the peaks their workers
+    first when asked), TensorFlow's under each of `tf_pythons` (default: this
+    interpreter); the benches combine it with the peaks their workers
     measured at start-up and keep the highest.
     """
     best = {}
-    frameworks = [("tf", sys.executable)]
+    frameworks = [("tf", python) for python in (tf_pythons or [sys.executable])]
     if peer_python and have_modules(peer_python, ("torch",)):
         frameworks.append(("torch", peer_python))
     for framework, python in frameworks:
@@ -328,7 +331,8 @@ def measure_sides(workers, args, precisions, peer_python, example_flops, replica
         print_compile_times(workers)
     finally:
         close_all(workers)
-    peaks = final_peaks(precisions, peer_python, args.peak_size, args.max_wait)
+    peaks = final_peaks(precisions, peer_python, args.peak_size, args.max_wait,
+                        tf_pythons(getattr(args, "tf_python", None)))
     return side_results(rounds, workers, peaks, example_flops, replicas)
 
 
@@ -359,7 +363,7 @@ def side_results(rounds, workers, peaks, example_flops, replicas=None):
             "achieved_gflops": rate * example_flops / 1e9, "peak_gflops": peak,
             "mfu": rate * example_flops / 1e9 / peak if peak else float("nan"),
             "peak_by_side": workers[name].ready.get("peak_gflops"),
-            "replicas": (replicas or {}).get(name, 1),
+            "replicas": (replicas or {}).get(name, 1), "python": workers[name].python,
             "input_examples_per_second": workers[name].ready.get("input_examples_per_second")})
     return results
 
@@ -500,6 +504,11 @@ def add_round_args(parser, steps_per_round, peer_help):
                              "does: TF_ENABLE_ONEDNN_OPTS=1, oneDNN kernels and fusions on "
                              "every x86 CPU), 'off' (Eigen kernels: TensorFlow's own default "
                              "on CPUs without AVX-512).")
+    parser.add_argument("--tf_python", default="",
+                        help="Comma-separated interpreters with TensorFlow, each running "
+                             "every ours side once; with several, each side's name ends "
+                             "with its TensorFlow version, e.g. 'TF 2.21.0' (default: this "
+                             "interpreter only).")
     parser.add_argument("--json", help="Also write the results here.")
     # Set by the controller when it starts a worker.
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -514,6 +523,70 @@ def onednn_sides(value):
         raise BenchError("--onednn=%s: expected on and/or off" % value)
     return [("" if choices == ["on"] else " oneDNN %s" % choice,
              {"TF_ENABLE_ONEDNN_OPTS": "1" if choice == "on" else "0"}) for choice in choices]
+
+
+def tf_pythons(value):
+    """--tf_python -> the interpreters that run our side (default: this one)."""
+    pythons = [v.strip() for v in (value or "").split(",") if v.strip()]
+    if not pythons:
+        return [sys.executable]
+    found = []
+    for python in pythons:
+        # A path, or a name on $PATH; a virtualenv's symlink is kept as it is.
+        path = shutil.which(python)
+        if path is None:
+            raise BenchError("--tf_python=%s: %s is not an executable file" % (value, python))
+        found.append(os.path.abspath(path))
+    if len(set(found)) < len(found):
+        raise BenchError("--tf_python=%s: an interpreter is given twice" % value)
+    return found
+
+
+def tensorflow_version(python):
+    """The TensorFlow version `python` imports; BenchError if it imports none."""
+    try:
+        result = subprocess.run(
+            [python, "-c", "import tensorflow as tf; print(tf.__version__)"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+            timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BenchError("--tf_python: %s failed to report its TensorFlow version (%s)"
+                         % (python, e))
+    lines = result.stdout.strip().splitlines()
+    if result.returncode or not lines:
+        errors = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        raise BenchError("--tf_python: %s cannot import tensorflow (%s)"
+                         % (python, errors[-1] if errors else "exit code %d" % result.returncode))
+    return lines[-1].strip()
+
+
+def tf_python_sides(value):
+    """--tf_python -> [(side name suffix, interpreter)], as onednn_sides does for --onednn.
+
+    One interpreter (the default): no suffix. Several: each side is suffixed
+    with its interpreter's TensorFlow version (" TF 2.15.1"), and with its
+    place in the list (" #2") where two interpreters have the same version.
+    """
+    pythons = tf_pythons(value)
+    if len(pythons) == 1:
+        return [("", pythons[0])]
+    versions = [tensorflow_version(python) for python in pythons]
+    sides = []
+    for i, (python, version) in enumerate(zip(pythons, versions)):
+        suffix = " TF %s" % version
+        if versions.count(version) > 1:
+            suffix += " #%d" % (i + 1)
+        sides.append((suffix, python))
+    return sides
+
+
+def describe_tf_pythons(sides):
+    """One line naming the interpreter behind each --tf_python side suffix, or None
+    when our side runs under this interpreter alone."""
+    if len(sides) == 1 and sides[0][1] == sys.executable:
+        return None
+    return "ours ran under " + ", ".join(
+        "%s%s" % (python, " (%s)" % suffix.strip() if suffix else "") for suffix, python in sides)
 
 
 def bench_main(parser, run, serve_ours=None):

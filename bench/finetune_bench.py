@@ -6,7 +6,7 @@
 OURS is what `run_custom_classifier.py` runs: `model_fn_builder.build_model_fn` with the
 classifier head, `optimization.create_train_op` (AdamW), the TFRecord
 input_fn of `input_pipeline`, the RunConfig of `distribution` (replicas,
-precision, XLA), inside `tf.estimator.Estimator.train`. A hook blocks between
+precision, XLA), inside `Estimator.train`. A hook blocks between
 rounds, so one Estimator session serves every round and nothing but training
 steps is timed.
 
@@ -108,9 +108,9 @@ def make_features(config, seq_length, data, num_examples, seed=0):
 
 
 def serve_ours(args):
-    import tensorflow as tf
 
     from bert_toolkit.engine import distribution, input_pipeline, model_fn_builder, training_plan
+    from bert_toolkit.estimator_compat import tf_estimator
     from bert_toolkit.tasks.classification import features as classifier_features
     from bert_toolkit.tasks.classification import head as classifier_head
 
@@ -130,7 +130,7 @@ def serve_ours(args):
     if rewrite:
         run_config = run_config.replace(session_config=distribution.with_mixed_precision_rewrite(
             run_config.session_config, args.precision))
-    estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+    estimator = tf_estimator.Estimator(model_fn=model_fn, config=run_config)
     # As fine_tuning.prepare builds it: batches cut to their longest sequence.
     trim = () if args.padding_mode == "full" else \
         input_pipeline.trimmable_token_features(spec)
@@ -153,6 +153,7 @@ def run(args):
                                       "CPU is not benchmarked: no fp16 units)" % precision)
     replica_counts = [int(r) for r in args.replicas.split(",")]
     onednn_sides = benchlib.onednn_sides(args.onednn)
+    tf_sides = benchlib.tf_python_sides(args.tf_python)
     modes = benchlib.split_choices(args.mixed_precision, ("casts", "graph_rewrite"),
                                    "--mixed_precision")
     paddings = [m.strip() for m in args.padding.split(",") if m.strip()]
@@ -179,6 +180,8 @@ def run(args):
              " at full length (GFLOP/s and MFU count the work each side does)"
              if args.data != "synthetic" else "",
              args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
+    if benchlib.describe_tf_pythons(tf_sides):
+        print(benchlib.describe_tf_pythons(tf_sides), flush=True)
     workdir = benchlib.scratch_dir("finetune_bench_")
     try:
         features = make_features(config, args.seq_length, args.data,
@@ -189,24 +192,26 @@ def run(args):
             real = features["input_mask"].sum(axis=1).mean()
             print("mean real tokens per example: %.1f of %d" % (real, args.seq_length))
         if args.profile:
-            return profile(args, features_path, workdir, precisions[0], replica_counts[0])
+            return profile(args, features_path, workdir, precisions[0], replica_counts[0],
+                           tf_sides[0][1])
         workers, replicas, side_paddings = {}, {}, {}
         try:
             # Started one after the other (each warms up alone), then measured in
             # turns: every side sees the same background load.
-            for precision, count, padding, (onednn, env), mode in [
-                    (p, c, m, o, x) for p in precisions for c in replica_counts
+            for precision, count, padding, (onednn, env), mode, (tf_suffix, python) in [
+                    (p, c, m, o, x, t) for p in precisions for c in replica_counts
                     for m in paddings for o in onednn_sides
-                    for x in (modes if p != "fp32" else modes[:1])]:
-                name = "ours %s%s%s%s%s%s" % (
+                    for x in (modes if p != "fp32" else modes[:1]) for t in tf_sides]:
+                name = "ours %s%s%s%s%s%s%s" % (
                     precision, " x%d replicas" % count if count > 1 else "",
                     " xla" if args.use_xla else "",
                     " pad %s" % padding if len(paddings) > 1 else "", onednn,
-                    " by graph rewrite" if mode == "graph_rewrite" else "")
-                sub = os.path.join(workdir, "%s-%d-%s%s-%s" % (precision, count, padding,
-                                                               onednn.replace(" ", "-"), mode))
+                    " by graph rewrite" if mode == "graph_rewrite" else "", tf_suffix)
+                sub = os.path.join(workdir, "%s-%d-%s%s-%s-tf%d" % (
+                    precision, count, padding, onednn.replace(" ", "-"), mode,
+                    tf_sides.index((tf_suffix, python))))
                 os.makedirs(sub)
-                command = [sys.executable, os.path.abspath(__file__), "--worker=ours",
+                command = [python, os.path.abspath(__file__), "--worker=ours",
                            "--features=%s" % features_path, "--workdir=%s" % sub,
                            "--num_replicas=%d" % count, "--precision=%s" % precision,
                            "--padding_mode=%s" % padding, "--mixed_precision_mode=%s" % mode]
@@ -257,9 +262,11 @@ def count_work_done(results, config, features, batch, side_paddings, peer_full):
             config, features, batch, *cuts[padding]))
 
 
-def profile(args, features_path, workdir, precision, count):
-    """Traces ours for one round and prints the op types that take the time."""
-    command = [sys.executable, os.path.abspath(__file__), "--worker=ours", "--profile",
+def profile(args, features_path, workdir, precision, count, python=None):
+    """Traces ours (under `python`, default this interpreter) for one round and
+    prints the op types that take the time."""
+    command = [python or sys.executable, os.path.abspath(__file__), "--worker=ours",
+               "--profile",
                "--features=%s" % features_path, "--workdir=%s" % workdir,
                "--padding_mode=%s" % args.padding.split(",")[0],
                "--num_replicas=%d" % count, "--precision=%s" % precision]

@@ -60,6 +60,7 @@ def export_random_model(config_fields, seq_length, precision, workdir):
     import tensorflow as tf
 
     from bert_toolkit.engine import export, model_fn_builder, training_plan
+    from bert_toolkit.estimator_compat import tf_estimator
     from bert_toolkit.model import modeling
     from bert_toolkit.tasks.classification import head as classifier_head
     tf1 = tf.compat.v1
@@ -73,11 +74,11 @@ def export_random_model(config_fields, seq_length, precision, workdir):
         inputs = {name: tf1.placeholder(tf.int32, [None, seq_length], name=name)
                   for name in export_layout.SERVING_INPUTS}
         tf1.train.get_or_create_global_step()
-        model_fn(inputs, None, tf.estimator.ModeKeys.PREDICT)
+        model_fn(inputs, None, tf_estimator.ModeKeys.PREDICT)
         with tf1.Session() as session:
             session.run(tf1.global_variables_initializer())
             tf1.train.Saver().save(session, checkpoint, write_meta_graph=False)
-    estimator = tf.estimator.Estimator(model_fn=model_fn,
+    estimator = tf_estimator.Estimator(model_fn=model_fn,
                                        model_dir=os.path.join(workdir, "random"))
     return export.export_for_serving(estimator, os.path.join(workdir, "serving"),
                                      seq_length, {}, checkpoint_path=checkpoint)
@@ -137,6 +138,7 @@ def run(args):
             raise benchlib.BenchError("--export_dir: the export has one precision; give "
                                       "it as --precision (fp32 or bf16)")
     onednn_sides = benchlib.onednn_sides(args.onednn)
+    tf_sides = benchlib.tf_python_sides(args.tf_python)
     peer_python = None
     ort = False
     if args.peer == "auto":
@@ -167,15 +169,25 @@ def run(args):
              "ours %.2f (padding skipped), peers %.2f" % (ours_flops / 1e9, peer_flops / 1e9),
              args.rounds, args.steps_per_round, args.warmup_steps),
           flush=True)
+    if benchlib.describe_tf_pythons(tf_sides):
+        print(benchlib.describe_tf_pythons(tf_sides), flush=True)
     workdir = benchlib.scratch_dir("inference_bench_")
     workers = {}
     try:
         features_path = os.path.join(workdir, "features.npz")
         np.savez(features_path, **features)
-        for precision, (onednn, env) in [(p, o) for p in precisions for o in onednn_sides]:
-            sub = os.path.join(workdir, precision + onednn.replace(" ", "-"))
+        # Each ours worker exports the random model itself (serve_ours), under its own
+        # interpreter's TensorFlow, into its own folder, before it warms up: every
+        # --tf_python side serves an export of its own TensorFlow, as its users would.
+        # With --export_dir they all load that one export.
+        for precision, (onednn, env), tf_index in [
+                (p, o, t) for p in precisions for o in onednn_sides
+                for t in range(len(tf_sides))]:
+            tf_suffix, python = tf_sides[tf_index]
+            sub = os.path.join(workdir, "%s%s-tf%d" % (precision, onednn.replace(" ", "-"),
+                                                       tf_index))
             os.makedirs(sub)
-            command = [sys.executable, os.path.abspath(__file__), "--worker=ours",
+            command = [python, os.path.abspath(__file__), "--worker=ours",
                        "--features=%s" % features_path, "--workdir=%s" % sub,
                        "--precision=%s" % precision, "--config=%s" % args.config,
                        "--seq_length=%d" % args.seq_length, "--batch=%d" % args.batch,
@@ -183,7 +195,7 @@ def run(args):
                        "--peak_size=%d" % args.peak_size]
             if args.export_dir:
                 command.append("--export_dir=%s" % args.export_dir)
-            name = "ours SavedModel %s%s" % (precision, onednn)
+            name = "ours SavedModel %s%s%s" % (precision, onednn, tf_suffix)
             workers[name] = benchlib.Worker(name, command, env)
         if peer_python:
             peers = [(name, "infer", precision, extra) for name, precision, extra
@@ -206,7 +218,8 @@ def run(args):
         benchlib.close_all(workers)
         benchlib.remove_tree(workdir)
     results = []
-    peaks = benchlib.final_peaks(precisions, peer_python, args.peak_size, args.max_wait)
+    peaks = benchlib.final_peaks(precisions, peer_python, args.peak_size, args.max_wait,
+                                 [python for _, python in tf_sides])
     for name, side_rounds in rounds.items():
         bf16 = "bf16" in name
         # The best either framework reached, at start-up or re-measured after the rounds.
@@ -219,6 +232,7 @@ def run(args):
                         "rounds": [r["examples_per_second"] for r in side_rounds],
                         "load_averages": [r["load_average"] for r in side_rounds],
                         "others_runnable": [r["others_runnable_before"] for r in side_rounds],
+                        "python": workers[name].python,
                         "gflops_per_example": example_flops / 1e9, "peak_gflops": peak,
                         "achieved_gflops": rate * example_flops / 1e9,
                         "mfu": rate * example_flops / 1e9 / peak if peak else float("nan")})

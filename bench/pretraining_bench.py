@@ -8,7 +8,7 @@ OURS is what `run_pretraining.py` trains: `model_fn_builder.build_model_fn` with
 masked-LM + next-sentence head of tasks/pretraining/task.py (its vocabulary
 projection runs on the masked positions only, as Google's does), its input_fn
 over a TFRecord, one CPU replica, AdamW (`--optimizer=adamw`) and/or LAMB, inside
-`tf.estimator.Estimator.train` (bench/estimator_rounds.py).
+`Estimator.train` (bench/estimator_rounds.py).
 
 The PEER (bench/torch_peer.py --mode=pretrain) trains transformers'
 `BertForPreTraining` of the same config as its users do: labels -100 except at
@@ -90,9 +90,9 @@ def make_pretraining_features(config, seq_length, predictions, num_examples, see
 
 
 def serve_ours(args):
-    import tensorflow as tf
 
     from bert_toolkit.engine import distribution, model_fn_builder, training_plan
+    from bert_toolkit.estimator_compat import tf_estimator
     from bert_toolkit.tasks.pretraining import task as pretraining
 
     peak, bert_config, features, record_path = estimator_rounds.prepare_worker(args)
@@ -104,7 +104,7 @@ def serve_ours(args):
     run_config = distribution.make_run_config(
         os.path.join(args.workdir, "model"), distribution.replica_devices(False, 1, 1),
         save_checkpoints_steps=10 ** 8, seed=1)
-    estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+    estimator = tf_estimator.Estimator(model_fn=model_fn, config=run_config)
     input_fn = pretraining.make_train_input_fn(
         [record_path], args.seq_length, predictions_per_sequence(args), args.batch, seed=1,
         shuffle_buffer=len(features["input_ids"]))
@@ -127,6 +127,7 @@ def run(args):
     if predictions >= args.seq_length:
         raise benchlib.BenchError("--max_predictions=%d: expected fewer than --seq_length=%d"
                                   % (predictions, args.seq_length))
+    tf_sides = benchlib.tf_python_sides(args.tf_python)
     peer_python = None
     if args.peer == "auto":
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
@@ -139,21 +140,25 @@ def run(args):
                            100 * (1 - flops.training_flops_per_example(
                                config, args.seq_length) / example_flops),
                            args.rounds, args.steps_per_round, args.warmup_steps), flush=True)
+    if benchlib.describe_tf_pythons(tf_sides):
+        print(benchlib.describe_tf_pythons(tf_sides), flush=True)
     workdir = benchlib.scratch_dir("pretraining_bench_")
     try:
         features_path = os.path.join(workdir, "features.npz")
         np.savez(features_path, **make_pretraining_features(
             config, args.seq_length, predictions, max(8 * args.batch, 64)))
-        sides = [(p, o) for p in precisions for o in optimizers]
+        sides = [(p, o, t) for p in precisions for o in optimizers
+                 for t in range(len(tf_sides))]
         if args.profile:
             sides = sides[:1]
         workers = {}
         try:
-            for precision, optimizer in sides:
-                name = "ours %s %s" % (precision, optimizer)
-                sub = os.path.join(workdir, "%s-%s" % (precision, optimizer))
+            for precision, optimizer, tf_index in sides:
+                tf_suffix, python = tf_sides[tf_index]
+                name = "ours %s %s%s" % (precision, optimizer, tf_suffix)
+                sub = os.path.join(workdir, "%s-%s-tf%d" % (precision, optimizer, tf_index))
                 os.makedirs(sub)
-                command = [sys.executable, os.path.abspath(__file__), "--worker=ours",
+                command = [python, os.path.abspath(__file__), "--worker=ours",
                            "--features=%s" % features_path, "--workdir=%s" % sub,
                            "--precision=%s" % precision, "--optimizer=%s" % optimizer]
                 workers[name] = benchlib.Worker(name, command + passthrough(args),
