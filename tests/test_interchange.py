@@ -20,7 +20,10 @@ import pytest
 from tiny import REPO, write_sentiment_csv, write_tiny_model
 
 OTHER_PYTHON = os.environ.get("BERT_TOOLKIT_OTHER_PYTHON", "")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+# Each platform's toolkit sets its own TensorFlow environment: TF_USE_LEGACY_KERAS,
+# which this process's may have set for its tf-keras, must not reach the other.
+ENV = {name: value for name, value in os.environ.items() if name != "TF_USE_LEGACY_KERAS"}
+ENV["TF_CPP_MIN_LOG_LEVEL"] = "3"
 SENTENCES = ["the movie was great and the acting was good", "dull , awful plot",
              "a fine story", "bad music and bad acting"]
 

@@ -13,6 +13,8 @@ null score threshold.
 import collections
 import math
 
+import numpy as np
+
 from bert_toolkit.tasks.squad import features as squad_features
 from bert_toolkit.text import tokenization
 
@@ -188,9 +190,12 @@ def answers_of_windows(questions, windows, predictions, settings):
     and their predictions, both in window order (see answers)."""
     current, its_windows, its_results = None, [], []
     for (index, window), result in zip(windows, predictions):
-        if int(result["example_index"]) != index:
+        # A scalar or an array of one ([1], as the records hold it): numpy 2 turns
+        # only a scalar into an int.
+        read_index = int(np.ravel(result["example_index"])[0])
+        if read_index != index:
             raise ValueError("prediction of question %d read for question %d: the records "
-                             "do not match the file" % (int(result["example_index"]), index))
+                             "do not match the file" % (read_index, index))
         if index != current and current is not None:
             yield _answer(questions[current], its_windows, its_results, settings)
             its_windows, its_results = [], []
