@@ -47,7 +47,7 @@ find_python() {
         command -v "$candidate" >/dev/null 2>&1 && supported_python "$candidate" \
             && { echo "$candidate"; return 0; }
     done
-    found=$( (python3 --version || python --version) 2>&1 | head -n 1)
+    found=$( (python3 --version || python --version) 2>/dev/null | head -n 1)
     echo "error: no Python 3.9-3.13 found${found:+ (found ${found#Python })}: TensorFlow has" \
         "wheels for 3.9-3.13 only; install python3.13 (e.g. 'uv python install 3.13'" \
         "or your system's python3.13 package) and run again, or set PYTHON=/path/to/it" >&2
