@@ -37,7 +37,8 @@ def minilm_checkpoint():
 
 
 def pytest_collection_modifyitems(items):
-    """The real-data tests first: spread over the test workers (scripts/test.sh
-    runs pytest-xdist), the minutes-long ones never start last and leave one
-    worker running alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The real-data tests first, then the other long ones: spread over the test
+    workers (scripts/test.sh runs pytest-xdist), the minutes-long ones never
+    start last and leave one worker running alone at the end."""
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None,
+                                 item.get_closest_marker("long") is None))

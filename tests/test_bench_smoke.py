@@ -25,6 +25,7 @@ def run_bench(script, *flags):
     return result.stdout
 
 
+@pytest.mark.long
 def test_finetune_bench_runs_the_estimator():
     out = run_bench("finetune_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
                     "--precision=fp32,bf16", "--rounds=1", "--steps_per_round=2",
@@ -100,6 +101,7 @@ def test_bench_help(script):
     assert "usage" in run_bench(script, "--help")
 
 
+@pytest.mark.long
 def test_accumulation_bench_times_both_revisions():
     out = run_bench("accumulation_bench.py", "--config=tiny", "--seq_length=32", "--batch=2",
                     "--accumulation=2", "--updates=2", "--before=%s" % REPO,

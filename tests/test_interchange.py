@@ -27,9 +27,9 @@ ENV["TF_CPP_MIN_LOG_LEVEL"] = "3"
 SENTENCES = ["the movie was great and the acting was good", "dull , awful plot",
              "a fine story", "bad music and bad acting"]
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.long, pytest.mark.skipif(
     not os.path.isfile(OTHER_PYTHON),
-    reason="BERT_TOOLKIT_OTHER_PYTHON names no interpreter of the other platform")
+    reason="BERT_TOOLKIT_OTHER_PYTHON names no interpreter of the other platform")]
 
 # Reads what a run wrote, in whichever interpreter runs it; prints JSON.
 PROBE = r"""

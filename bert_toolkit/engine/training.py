@@ -71,20 +71,23 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         self._global_step = tf1.train.get_global_step()
         self._calls = 0
         self._start = self._last_time = None
-        self._last_calls = self._last_step = self._first_step = 0
+        self._last_calls = self._last_step = self._first_step = self._lines = 0
         self._flops = 0.0
         self._values = {}
         self._writer = (tf1.summary.FileWriterCache.get(self._output_dir)
                         if self._output_dir else None)
 
     def before_run(self, run_context):
-        return tf1.train.SessionRunArgs(dict(self._tensors, global_step=self._global_step))
+        return tf1.train.SessionRunArgs(self._tensors)
 
     def after_run(self, run_context, run_values):
         now = time.time()
         self._calls += 1
         values = dict(run_values.results)
-        step = int(values.pop("global_step"))
+        # Read apart: fetched beside the train op, the step may be the value
+        # before this call's update (a segment's last line then came twice, the
+        # second with no examples and the same loss).
+        step = int(run_context.session.run(self._global_step))
         length = values.pop(SEQUENCE_LENGTH, None)
         dense_tokens = values.pop(DENSE_TOKENS, None)
         if values.pop(CYCLE_CLOSED, True) or not self._values:
@@ -98,7 +101,9 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         if self._flops_per_example is not None:
             self._flops += self._examples_per_call * self._flops_per_example(
                 int(length), None if dense_tokens is None else float(dense_tokens))
-        if console.is_due(step, self._last_step, now, self._last_time, self._every_n_steps,
+        # The first measured step always gets a line (is_due's "first unit").
+        last_step = self._last_step if self._lines else 0
+        if console.is_due(step, last_step, now, self._last_time, self._every_n_steps,
                           self._total_steps) and step > self._first_step:
             self._report(step, now)
 
@@ -107,6 +112,7 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         seconds = max(now - self._last_time, 1e-9)
         seconds_per_step = seconds / max(step - self._last_step, 1)
         self._last_time, self._last_calls, self._last_step = now, self._calls, step
+        self._lines += 1
         values = dict(self._values, examples_per_second=examples / seconds)
         first = ("loss", "learning_rate")
         names = [n for n in first if n in self._values] + sorted(set(self._values) - set(first))

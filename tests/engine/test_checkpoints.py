@@ -115,6 +115,7 @@ def _start_and_kill(command, output_dir, planned_steps):
     return step
 
 
+@pytest.mark.long
 def test_rerun_after_sigkill_resumes_to_the_planned_step_then_has_nothing_to_train(tmp_path):
     model = tiny.write_tiny_model(str(tmp_path / "model"))
     data_dir = tmp_path / "data"
@@ -253,6 +254,7 @@ def _checkpoint_chain(output_dir):
     return steps
 
 
+@pytest.mark.long
 def test_sigterm_saves_the_step_a_second_run_is_refused_and_the_rerun_resumes(tmp_path):
     """Two CPU replicas with accumulation: SIGTERM mid-training saves the current
     step (not a periodic checkpoint), says how to resume and exits 143; a second
@@ -316,6 +318,7 @@ def _history(output_dir):
     return model_selection.read_history(output_dir)
 
 
+@pytest.mark.long
 def test_kill_during_evaluated_training_resumes_to_the_same_record(tmp_path):
     """Evaluating every 25 steps: a run SIGKILLed after its first evaluation and
     resumed records the same evaluations, best step and patience counts as an

@@ -156,6 +156,7 @@ def test_an_epoch_of_sequence_labelling_counts_windows_not_sentences(tmp_path):
     assert plan.num_train_steps == int(len(rows) / 4)  # 1 epoch of windows
 
 
+@pytest.mark.long
 def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
     """Dev labels are the training labels inverted: the better the model learns,
     the worse its dev loss. Evaluating every 4 steps with patience 2, training

@@ -30,14 +30,57 @@ def test_training_log_line_shows_mfu_and_the_numbers_of_the_last_update(monkeypa
     for step, closed, norm, length, dense in [(0, True, 1.0, 16, None),
                                               (0, False, np.nan, 10, None),
                                               (1, True, 2.5, 20, 5.0)]:
-        logged = {"global_step": step, "loss": 0.5, "gradient_norm": norm,
+        logged = {"loss": 0.5, "gradient_norm": norm,
                   training.CYCLE_CLOSED: closed, training.SEQUENCE_LENGTH: length}
         if dense is not None:  # the encoder skipped padding: 5 tokens an example
             logged[training.DENSE_TOKENS] = dense
-        hook.after_run(None, Values(logged))
+        hook.after_run(_RunContext(step), Values(logged))
     # 4 examples x 1e9 x (10 + 5) FLOPs in the 3 s since the first call, peak 1e12.
     assert len(lines) == 1 and lines[0].startswith("step 1/10 (10%), 2.7 examples/s")
     assert "gradient norm 2.5" in lines[0] and lines[0].endswith("MFU 2.0%")
+
+
+class _RunContext:
+    """What after_run reads of its run context: a session whose run gives the step."""
+
+    def __init__(self, step):
+        self.session = type("Session", (), {"run": lambda _, tensor: step})()
+
+
+def test_each_training_segment_logs_its_steps_once_with_their_own_loss(tmp_path, monkeypatch):
+    """Two segments of a real MonitoredSession (evaluation during training trains
+    in segments; a segment's first call only starts the clock): one line per
+    step after it, each with examples counted and the loss of the update it
+    names, and the same (step, loss) pairs in TensorBoard for the learning
+    curve. The step fetched beside the train op can be the value before the
+    update: a segment's last line then came twice, the second with 0.0
+    examples/s and the loss of the step before."""
+    from bert_toolkit.engine import training
+    lines = []
+    monkeypatch.setattr(training.console, "info",
+                        lambda message, *a: lines.append(message % a if a else message))
+    for segment_end in (3, 6):
+        with tf.Graph().as_default():
+            global_step = tf1.train.get_or_create_global_step()
+            train_op = tf1.assign_add(global_step, 1)
+            # The loss of the update to step s is s.
+            loss = tf.cast(train_op, tf.float32)
+            hook = training.TrainingLogHook(
+                {"loss": loss}, examples_per_call=2, every_n_steps=1, total_steps=6,
+                output_dir=str(tmp_path))
+            with tf1.train.MonitoredTrainingSession(
+                    checkpoint_dir=str(tmp_path), save_summaries_steps=None,
+                    save_checkpoint_steps=1, log_step_count_steps=None,
+                    hooks=[hook, tf1.train.StopAtStepHook(last_step=segment_end)]) as session:
+                while not session.should_stop():
+                    session.run(train_op)
+    logged_steps = [int(line.split()[1].split("/")[0]) for line in lines]
+    assert logged_steps == [2, 3, 5, 6], lines
+    for line, step in zip(lines, logged_steps):
+        assert "loss %d" % step in line or "loss %d.0" % step in line, line
+        assert " 0.0 examples/s" not in line, line
+    assert training.logged_values(str(tmp_path), "loss") == [(2, 2.0), (3, 3.0), (5, 5.0),
+                                                             (6, 6.0)]
 
 
 def test_lost_worker_timeout_floors_the_first_step_and_scales_with_the_longest():

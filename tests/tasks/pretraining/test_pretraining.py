@@ -459,6 +459,7 @@ def assert_stopped_together(logs, output_dir, steps):
     return step
 
 
+@pytest.mark.long
 def test_two_workers_stop_together_on_sigterm_to_one_and_resume_like_one_process(
         tiny_records):
     """2 worker processes (TF_CONFIG, localhost) == 1 process with 2 CPU replicas.
@@ -730,6 +731,7 @@ def _free_port_pair():
     raise AssertionError("no two consecutive free ports")
 
 
+@pytest.mark.long
 def test_two_slurm_tasks_stop_on_sigterm_resume_and_train_like_tf_config(tiny_records):
     """Two workers started with Slurm's step variables only (one node, two tasks,
     as `srun --ntasks=2` sets them) form the cluster TF_CONFIG describes by hand.
@@ -787,6 +789,7 @@ def test_two_slurm_tasks_stop_on_sigterm_resume_and_train_like_tf_config(tiny_re
                                    atol=1e-6, err_msg=name)
 
 
+@pytest.mark.long
 def test_a_lost_worker_stops_the_other_by_default_and_one_worker_resumes(tiny_records):
     """SIGKILL one of two TF_CONFIG workers, no --step_timeout_seconds given: the
     other, which would wait in the all-reduce forever, ends within the default

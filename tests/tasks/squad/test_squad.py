@@ -396,6 +396,7 @@ def bad_cases():
     ]
 
 
+@pytest.mark.long
 def test_run_squad_end_to_end_and_bad_input(tiny_model, tmp_path):
     import random
     rng = random.Random(0)
