@@ -113,13 +113,17 @@ def seconds_left(done, total, recent_seconds_per_unit):
     return max(total - done, 0) * recent_seconds_per_unit
 
 
-def is_due(done, last_done, now, last_time, every_n, total, every_seconds=PROGRESS_SECONDS):
+def is_due(done, last_done, now, last_time, every_n, total, every_seconds=PROGRESS_SECONDS,
+           aligned=False):
     """Whether a progress line is due: the first unit, every `every_n` units,
-    after `every_seconds`, and at the last unit."""
+    after `every_seconds`, and at the last unit. `aligned`: every multiple of
+    `every_n` instead (training steps: lines at steps 50, 100, ... whatever
+    step the run resumed from or a timed line fell on)."""
     if done <= last_done:
         return False
-    return (last_done == 0 or done >= total or done - last_done >= every_n
-            or now - last_time >= every_seconds)
+    counted = (done // every_n > last_done // every_n if aligned
+               else done - last_done >= every_n)
+    return last_done == 0 or done >= total or counted or now - last_time >= every_seconds
 
 
 class Progress(object):

@@ -21,6 +21,10 @@ def test_progress_line_and_when_it_is_due():
     assert console.is_due(51, 1, 5.0, 0.0, every_n=50, total=300)       # every n steps
     assert console.is_due(10, 1, 31.0, 0.0, every_n=50, total=300)      # or every ~30 s
     assert console.is_due(300, 290, 1.0, 0.0, every_n=50, total=300)    # and the last
+    # Training steps: at each multiple of n, whatever step the last line was at.
+    assert console.is_due(50, 12, 5.0, 0.0, every_n=50, total=300, aligned=True)
+    assert not console.is_due(61, 50, 5.0, 0.0, every_n=50, total=300, aligned=True)
+    assert not console.is_due(50, 12, 5.0, 0.0, every_n=50, total=300)
 
 
 def test_progress_counts_to_the_total_with_time_left():

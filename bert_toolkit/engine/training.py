@@ -37,8 +37,8 @@ class TrainingLogHook(tf1.train.SessionRunHook):
 
     'step 150/300 (50%), 26.2 examples/s, 1 min 10 s elapsed, 1 min 10 s left,
     loss 0.41, learning rate 4.2e-05, ...': after the first measured step, then
-    every `every_n_steps` optimizer steps or every ~30 s, whichever comes
-    first, and a final line when training ends that counts the last step.
+    at every multiple of `every_n_steps` optimizer steps and every ~30 s, and a
+    final line when training ends that counts the last step.
 
     One session.run is one micro-batch per replica, so `examples_per_call` is
     per_replica_batch_size * num_replicas and examples/s counts every example
@@ -104,7 +104,7 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         # The first measured step always gets a line (is_due's "first unit").
         last_step = self._last_step if self._lines else 0
         if console.is_due(step, last_step, now, self._last_time, self._every_n_steps,
-                          self._total_steps) and step > self._first_step:
+                          self._total_steps, aligned=True) and step > self._first_step:
             self._report(step, now)
 
     def _report(self, step, now):

@@ -478,7 +478,7 @@ def test_two_workers_stop_together_on_sigterm_to_one_and_resume_like_one_process
     ports = [free_port(), free_port()]
     procs = start_workers(common + ["--output_dir=%s" % multi_dir], ports, multi_dir)
     try:
-        wait_for_text(multi_dir + ".worker0.log", "step 11/%d" % steps, procs)
+        wait_for_text(multi_dir + ".worker0.log", "step 10/%d" % steps, procs)
         procs[1][0].send_signal(signal.SIGTERM)
     finally:
         codes = wait_all(procs, 120)
@@ -761,7 +761,7 @@ def test_two_slurm_tasks_stop_on_sigterm_resume_and_train_like_tf_config(tiny_re
 
     procs = start_tasks(0)
     try:
-        wait_for_text(slurm_dir + ".run0.task0.log", "step 11/%d" % steps, procs)
+        wait_for_text(slurm_dir + ".run0.task0.log", "step 10/%d" % steps, procs)
         for proc, _ in procs:
             proc.send_signal(signal.SIGTERM)
     finally:
