@@ -71,7 +71,7 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         self._global_step = tf1.train.get_global_step()
         self._calls = 0
         self._start = self._last_time = None
-        self._last_calls = self._last_step = self._first_step = self._lines = 0
+        self._last_calls = self._last_step = self._first_step = 0
         self._flops = 0.0
         self._values = {}
         self._writer = (tf1.summary.FileWriterCache.get(self._output_dir)
@@ -101,8 +101,9 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         if self._flops_per_example is not None:
             self._flops += self._examples_per_call * self._flops_per_example(
                 int(length), None if dense_tokens is None else float(dense_tokens))
-        # The first measured step always gets a line (is_due's "first unit").
-        last_step = self._last_step if self._lines else 0
+        # The first measured step always gets a line (is_due's "first unit"):
+        # until a line is written, the last step is the one the clock started at.
+        last_step = self._last_step if self._last_step > self._first_step else 0
         if console.is_due(step, last_step, now, self._last_time, self._every_n_steps,
                           self._total_steps, aligned=True) and step > self._first_step:
             self._report(step, now)
@@ -112,7 +113,6 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         seconds = max(now - self._last_time, 1e-9)
         seconds_per_step = seconds / max(step - self._last_step, 1)
         self._last_time, self._last_calls, self._last_step = now, self._calls, step
-        self._lines += 1
         values = dict(self._values, examples_per_second=examples / seconds)
         first = ("loss", "learning_rate")
         names = [n for n in first if n in self._values] + sorted(set(self._values) - set(first))
