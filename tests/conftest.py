@@ -45,18 +45,9 @@ def minilm_checkpoint():
     return assets.minilm_checkpoint()
 
 
-# Modules whose tests share one module-scoped fixture that runs a hundred
-# scripts (a minute on 2 cores): kept on one test worker (scripts/test.sh runs
-# pytest-xdist with --dist loadgroup), so the fixture runs once, not per worker.
-ONE_WORKER_MODULES = ("test_bad_input.py", "test_classifier_bad_input.py")
-
-
 def pytest_collection_modifyitems(items):
     """The real-data tests first, then the other long ones: spread over the test
     workers (scripts/test.sh runs pytest-xdist), the minutes-long ones never
     start last and leave one worker running alone at the end."""
     items.sort(key=lambda item: (item.get_closest_marker("slow") is None,
                                  item.get_closest_marker("long") is None))
-    for item in items:
-        if item.path.name in ONE_WORKER_MODULES:
-            item.add_marker(pytest.mark.xdist_group(item.path.name))

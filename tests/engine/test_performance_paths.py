@@ -263,3 +263,28 @@ def test_prediction_cuts_padding_for_per_example_heads_with_the_same_outputs(tmp
     np.testing.assert_allclose(probabilities[True], probabilities[False], atol=1e-5)
     assert tokens_run == {False: 3 * 64, True: 3 * 24}  # 20 rounded up to 8
     assert dense_rows == {False: 3 * 64, True: 5 + 9 + 20}
+
+
+def test_replicas_build_the_graph_from_the_code_as_written():
+    """MirroredStrategy calls each replica's model_fn through AutoGraph, which would
+    run a rewritten copy of every function the graph is built from (a generated
+    file); model_fn_builder turns that off, so the head (and BERT) run as written."""
+    from bert_toolkit.engine import model_fn_builder, training_plan
+    from bert_toolkit.tasks.classification import head as classifier_head
+    head_fn = classifier_head.make_head_fn(2, 0.0)
+    files_run = []
+
+    def recording_head_fn(model, features, mode):
+        files_run.append(sys._getframe(0).f_code.co_filename)
+        return head_fn(model, features, mode)
+
+    model_fn = model_fn_builder.build_model_fn(
+        tiny_config(), recording_head_fn, training_plan.plan_steps(10, 1, 2, 1, 1))
+    with tf.Graph().as_default():
+        ids = tf.ones([2, 8], tf.int32)
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+        with strategy.scope():
+            strategy.extended.call_for_each_replica(model_fn, args=(
+                {"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids}, None,
+                tf_estimator.ModeKeys.PREDICT))
+    assert files_run == [__file__]
