@@ -267,8 +267,9 @@ def test_prediction_cuts_padding_for_per_example_heads_with_the_same_outputs(tmp
 
 def test_replicas_build_the_graph_from_the_code_as_written():
     """MirroredStrategy calls each replica's model_fn through AutoGraph, which would
-    run a rewritten copy of every function the graph is built from (a generated
-    file); model_fn_builder turns that off, so the head (and BERT) run as written."""
+    run every function the graph is built from through its converter (the head's
+    frame would be AutoGraph's, not this file's); model_fn_builder turns that off,
+    so the head (and BERT) run as written."""
     from bert_toolkit.engine import model_fn_builder, training_plan
     from bert_toolkit.tasks.classification import head as classifier_head
     head_fn = classifier_head.make_head_fn(2, 0.0)
