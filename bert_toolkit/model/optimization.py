@@ -47,8 +47,9 @@ TrainOp = collections.namedtuple("TrainOp", [
     "cycle_closed"])
 """What `create_train_op` returns: the op and scalars for logging. gradient_norm
 (float32) is the clipped update's norm before clipping, NaN on a call that only
-accumulates; update_applied and cycle_closed are bools (a closed cycle whose
-gradient is not finite is skipped)."""
+accumulates; loss_scale (float32) is the scale after the call's update, the one
+the next call runs with; update_applied and cycle_closed are bools (a closed cycle
+whose gradient is not finite is skipped)."""
 
 ALL_REDUCE_SCOPE = "gradient_all_reduce"
 """The name scope of the cross-replica gradient sum (tests count its ops)."""
@@ -297,8 +298,11 @@ def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
                     accum_counter,
                     lambda c: c.assign(tf.where(closes_cycle, tf.constant(0, tf.int64),
                                                 c + 1)), group=True))
-        return (tf.group(bookkeeping), gradient_norm, tf.identity(loss_scale),
-                apply_update, closes_cycle)
+        with tf.control_dependencies(bookkeeping):
+            # Read after the update: unordered, the read raced it (the value of
+            # either side of the update came back, depending on the op schedule).
+            scale_after = tf.identity(loss_scale)
+        return tf.group(bookkeeping), gradient_norm, scale_after, apply_update, closes_cycle
 
     return TrainOp(learning_rate, *replica_context.merge_call(cross_replica_step,
                                                               args=(totals,)))
