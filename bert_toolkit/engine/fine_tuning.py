@@ -196,8 +196,12 @@ def predict_input_fn(task, options, prepared, split):
 def train(estimator, task, options, prepared, placement):
     """Trains up to the plan's steps; a re-run resumes from the last checkpoint,
     going on with the input batches the interrupted run had not reached. With
-    evaluation during training, trains in segments with an evaluation after
-    each (see model_selection.py); returns that record (the evaluations, [] without)."""
+    evaluation during training, evaluates at model_selection.evaluation_steps
+    (see model_selection.py); returns that record (the evaluations, [] without).
+
+    In one process each evaluation runs inside the training session, right after
+    the checkpoint of its step, so the training graph and session are built once.
+    A cluster trains in segments between evaluations, which the chief runs alone."""
     plan = prepared.plan
     history = model_selection.read_history(options.output_dir)
     if history and history[-1]["stop"]:
@@ -210,51 +214,99 @@ def train(estimator, task, options, prepared, placement):
         train_segment(estimator, task, options, prepared, placement, plan.num_train_steps)
         return history
     every = options.eval_every_n_steps or model_selection.steps_per_epoch(plan)
-    metric = options.best_metric or (history[-1]["metric"] if history else None)
-    evaluated = {entry["step"] for entry in history}
-    for step in model_selection.evaluation_steps(plan.num_train_steps, every):
-        if step in evaluated:
-            continue
-        checkpoint = train_segment(estimator, task, options, prepared, placement, step)
-        if not launch.is_chief(placement):
-            # The chief evaluates alone; the others wait for its record, so that
-            # every worker stops early, or trains on, at the same step.
-            entry = model_selection.wait_for_entry(options.output_dir, step)
-            history.append(entry)
-            if entry["stop"]:
-                break
-            continue
-        with model_selection.evaluating(options.output_dir, step):
-            report = eval_report(estimator, task, options, prepared._replace(
-                checkpoint_path=checkpoint), len(placement.runtime.devices))
-        # Default: the task's first summary metric this report has (pos and punct
-        # report no entity_f1).
-        metric = metric or next((k for k in task.summary_keys if k in report), "eval_loss")
-        entry = model_selection.next_entry(history, step, report, metric,
-                                           options.early_stopping_patience)
-        if entry["improved"]:
-            model_selection.save_best(options.output_dir, checkpoint, entry)
-        model_selection.append_entry(options.output_dir, entry)
-        history.append(entry)
-        # A FileWriter cannot be made eagerly; Estimator.evaluate has made this one
-        # only for tasks with streamed_eval.
-        with tf.Graph().as_default():
-            training.write_summaries(os.path.join(options.output_dir, "eval"), step, report)
-        console.info(model_selection.describe(entry, plan.num_train_steps, task.summary_keys))
-        if options.plot:
-            model_selection.plot_learning_curve(
-                options.output_dir, training.logged_values(options.output_dir, "loss"), history)
-        if entry["stop"]:
-            console.info("early stopping: %s did not improve in %d evaluations; the best "
-                         "is step %d (%s %.4f)", metric, options.early_stopping_patience,
-                         entry["best_step"], metric, entry["best_value"])
-            break
+    steps = model_selection.evaluation_steps(plan.num_train_steps, every)
+    record = functools.partial(record_evaluation, estimator, task, options, prepared,
+                               placement, history)
+    if placement.cluster is None:
+        _train_evaluating_in_session(estimator, task, options, prepared, placement, steps,
+                                     history, record)
+    else:
+        _train_in_segments(estimator, task, options, prepared, placement, steps, history,
+                           record)
     return history
 
 
-def train_segment(estimator, task, options, prepared, placement, max_steps):
+def _train_evaluating_in_session(estimator, task, options, prepared, placement, steps,
+                                 history, record):
+    """One training session; `record(step, checkpoint)` after each of `steps`'
+    checkpoints. A step whose checkpoint a killed run saved but did not evaluate
+    is evaluated first."""
+    evaluated = {entry["step"] for entry in history}
+    latest = estimator.latest_checkpoint()
+    if latest is not None:
+        step = launch.global_step(latest)
+        if step in steps and step not in evaluated:
+            evaluated.add(step)
+            if record(step, latest)["stop"]:
+                return
+
+    def evaluate_at(step):
+        # The saver also saves the step a session starts from, evaluated already.
+        if step in evaluated:
+            return False
+        evaluated.add(step)
+        return record(step, estimator.latest_checkpoint())["stop"]
+
+    train_segment(estimator, task, options, prepared, placement, prepared.plan.num_train_steps,
+                  call_at_steps=steps, callback=evaluate_at)
+
+
+def _train_in_segments(estimator, task, options, prepared, placement, steps, history,
+                       record):
+    """Trains up to each of `steps` in turn; the chief evaluates alone after each,
+    the others wait for its record, so that every worker stops early, or trains
+    on, at the same step."""
+    evaluated = {entry["step"] for entry in history}
+    for step in steps:
+        if step in evaluated:
+            continue
+        checkpoint = train_segment(estimator, task, options, prepared, placement, step)
+        entry = (record(step, checkpoint) if launch.is_chief(placement)
+                 else model_selection.wait_for_entry(options.output_dir, step))
+        if not launch.is_chief(placement):
+            history.append(entry)
+        if entry["stop"]:
+            break
+
+
+def record_evaluation(estimator, task, options, prepared, placement, history, step,
+                      checkpoint):
+    """Evaluates `checkpoint` (of `step`) and records it: eval_history.jsonl and
+    `history` (appended), the best checkpoint, TensorBoard, the console line and
+    the learning curve. Returns the history entry."""
+    with model_selection.evaluating(options.output_dir, step):
+        report = eval_report(estimator, task, options, prepared._replace(
+            checkpoint_path=checkpoint), len(placement.runtime.devices))
+    # Default: the task's first summary metric this report has (pos and punct
+    # report no entity_f1).
+    metric = options.best_metric or (history[-1]["metric"] if history else next(
+        (k for k in task.summary_keys if k in report), "eval_loss"))
+    entry = model_selection.next_entry(history, step, report, metric,
+                                       options.early_stopping_patience)
+    if entry["improved"]:
+        model_selection.save_best(options.output_dir, checkpoint, entry)
+    model_selection.append_entry(options.output_dir, entry)
+    history.append(entry)
+    # A FileWriter cannot be made eagerly; Estimator.evaluate has made this one
+    # only for tasks with streamed_eval.
+    with tf.Graph().as_default():
+        training.write_summaries(os.path.join(options.output_dir, "eval"), step, report)
+    plan = prepared.plan
+    console.info(model_selection.describe(entry, plan.num_train_steps, task.summary_keys))
+    if options.plot:
+        model_selection.plot_learning_curve(
+            options.output_dir, training.logged_values(options.output_dir, "loss"), history)
+    if entry["stop"]:
+        console.info("early stopping: %s did not improve in %d evaluations; the best "
+                     "is step %d (%s %.4f)", metric, options.early_stopping_patience,
+                     entry["best_step"], metric, entry["best_value"])
+    return entry
+
+
+def train_segment(estimator, task, options, prepared, placement, max_steps,
+                  call_at_steps=(), callback=None):
     """Trains up to `max_steps`, from where output_dir's checkpoint is; returns the
-    checkpoint of that step.
+    checkpoint of that step. `call_at_steps`, `callback`: see launch.train_to.
 
     Every process reads the whole stream of per-replica batches (a cluster's
     workers keep their replicas' share, see input_pipeline.this_workers_batches),
@@ -264,7 +316,8 @@ def train_segment(estimator, task, options, prepared, placement, max_steps):
     if calls is not None:
         input_fn = train_input_fn(task, options, prepared,
                                   calls * launch.num_replicas(placement))
-        launch.train_to(estimator, options, placement, prepared.model_fn, input_fn, max_steps)
+        launch.train_to(estimator, options, placement, prepared.model_fn, input_fn, max_steps,
+                        call_at_steps=call_at_steps, callback=callback)
     return estimator.latest_checkpoint()
 
 

@@ -131,16 +131,24 @@ def make_estimator(options, placement, model_fn):
     return distribution.make_estimator(options, placement.runtime, model_fn)
 
 
-def train_to(estimator, options, placement, model_fn, input_fn, max_steps):
+def train_to(estimator, options, placement, model_fn, input_fn, max_steps,
+             call_at_steps=(), callback=None):
     """Trains up to `max_steps`: with `estimator` in one process (a signal saves the
-    step and raises errors.Stopped), or with every worker of the cluster."""
+    step and raises errors.Stopped), or with every worker of the cluster.
+
+    In one process, `callback(step)` runs in the training session after the
+    checkpoint of each of `call_at_steps` (see training.train); a cluster takes
+    none (its workers would have to save those steps together)."""
     runtime = placement.runtime
     if placement.cluster is None:
         if runtime.graph_rewrite:
             estimator = tf_estimator.Estimator(model_fn=model_fn, config=(
                 distribution.training_run_config(estimator.config, runtime)))
-        training.train(estimator, input_fn, max_steps)
+        training.train(estimator, input_fn, max_steps, call_at_steps=call_at_steps,
+                       callback=callback)
     else:
+        if callback is not None:
+            raise ValueError("a cluster's training takes no callback at steps")
         multi_worker.train_on_cluster(options, placement.cluster, placement.strategy,
                                       runtime, model_fn, input_fn, max_steps)
 

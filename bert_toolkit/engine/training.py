@@ -4,9 +4,11 @@
 progress log with examples/s and MFU (TrainingLogHook, added by model_fn.py),
 a checkpoint of the current step on SIGTERM or Ctrl-C (StopOnSignalHook), the
 watchdog that ends a run whose cluster lost a worker (StepWatchdogHook), and a
-checkpoint saver without the text dump of the graph.
+checkpoint saver without the text dump of the graph, which can also save and
+call back at given steps (evaluation during training, in the training session).
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -30,6 +32,26 @@ SEQUENCE_LENGTH = "sequence_length"
 DENSE_TOKENS = "dense_tokens"
 """The logged tensor with the tokens per example the dense layers ran on (fewer than
 the length when the encoder skipped padding; for the FLOPs count)."""
+
+
+_paused_seconds = 0.0
+
+
+@contextlib.contextmanager
+def training_paused():
+    """The time the block takes (an evaluation inside the training session) is
+    left out of the training log's elapsed time, examples/s and time left."""
+    global _paused_seconds
+    start = time.time()
+    try:
+        yield
+    finally:
+        _paused_seconds += time.time() - start
+
+
+def training_clock():
+    """Seconds on a clock that stands still inside training_paused()."""
+    return time.time() - _paused_seconds
 
 
 class TrainingLogHook(tf1.train.SessionRunHook):
@@ -81,7 +103,7 @@ class TrainingLogHook(tf1.train.SessionRunHook):
         return tf1.train.SessionRunArgs(self._tensors)
 
     def after_run(self, run_context, run_values):
-        now = time.time()
+        now = training_clock()
         self._calls += 1
         values = dict(run_values.results)
         # Read apart: fetched beside the train op, the step may be the value
@@ -139,7 +161,7 @@ class TrainingLogHook(tf1.train.SessionRunHook):
     def end(self, session):
         step = int(session.run(self._global_step))
         if self._start is not None and step > self._last_step:
-            self._report(step, time.time())
+            self._report(step, training_clock())
         if self._writer is not None:
             self._writer.flush()
 
@@ -354,14 +376,20 @@ def logged_values(output_dir, tag):
 
 class CheckpointSaverWithoutTextGraph(tf1.train.CheckpointSaverHook):
     """The Estimator's checkpoint saver (same schedule, saver, .meta files and
-    TensorBoard graph) minus graph.pbtxt.
+    TensorBoard graph) minus graph.pbtxt, and saving at `also_at_steps` too.
 
-    That file is a text dump of the whole training graph, written again at
-    every Estimator.train call (every evaluation segment too) and read by no
-    tool: TensorBoard takes the graph from the events file. Formatting it took
-    0.9 s of a MiniLM fine-tuning run on one CPU replica and 2.3 s on two
-    (5 and 12 MB), and grows with layers and replicas.
+    graph.pbtxt is a text dump of the whole training graph, read by no tool
+    (TensorBoard takes the graph from the events file). Formatting it took 0.9 s
+    of a MiniLM fine-tuning run on one CPU replica and 2.3 s on two (5 and 12 MB),
+    and grows with layers and replicas.
     """
+
+    def __init__(self, checkpoint_dir, save_steps=None, save_secs=None, also_at_steps=(),
+                 listeners=None):
+        super().__init__(checkpoint_dir, save_steps=save_steps, save_secs=save_secs,
+                         listeners=listeners)
+        if also_at_steps:
+            self._timer = _ScheduleAndSteps(self._timer, also_at_steps)
 
     def after_create_session(self, session, coord):
         # The base class writes graph.pbtxt here only if _save_graph_def is set;
@@ -373,21 +401,77 @@ class CheckpointSaverWithoutTextGraph(tf1.train.CheckpointSaverHook):
             self._save_graph_def = True
 
 
-def checkpoint_saver_hooks(config):
-    """[CheckpointSaverWithoutTextGraph] on `config`'s schedule ([] if it saves
-    none); passed to Estimator.train, it replaces the Estimator's own saver."""
-    if not (config.save_checkpoints_steps or config.save_checkpoints_secs):
-        return []
-    return [CheckpointSaverWithoutTextGraph(config.model_dir,
-                                            save_steps=config.save_checkpoints_steps,
-                                            save_secs=config.save_checkpoints_secs)]
+class _ScheduleAndSteps:
+    """A saver's timer (tf1.train.SecondOrStepTimer) that also fires at `steps`.
+
+    CheckpointSaverHook asks its timer whether a step is due; replacing the
+    timer, rather than the hook's after_run, keeps the hook's own logic of
+    reading the step after the train op and saving at the end."""
+
+    def __init__(self, schedule, steps):
+        self._schedule = schedule
+        self._steps = frozenset(steps)
+
+    def should_trigger_for_step(self, step):
+        if step == self._schedule.last_triggered_step():
+            return False
+        return step in self._steps or self._schedule.should_trigger_for_step(step)
+
+    def update_last_triggered_step(self, step):
+        return self._schedule.update_last_triggered_step(step)
+
+    def last_triggered_step(self):
+        return self._schedule.last_triggered_step()
+
+    def reset(self):
+        self._schedule.reset()
 
 
-def train(estimator, input_fn, max_steps, hooks=()):
+class CallAfterSaving(tf1.train.CheckpointSaverListener):
+    """After each checkpoint the saver writes at one of `steps`, calls
+    `callback(step)` inside training_paused(); a true result stops training
+    (early stopping). Not while `stop_hook` is stopping training on a signal:
+    the call is left to the resumed run."""
+
+    def __init__(self, steps, callback, stop_hook):
+        self._steps = frozenset(steps)
+        self._callback = callback
+        self._stop_hook = stop_hook
+
+    def after_save(self, session, global_step_value):
+        step = int(global_step_value)
+        if step not in self._steps or self._stop_hook.received is not None:
+            return False
+        with training_paused():
+            return bool(self._callback(step))
+
+
+def checkpoint_saver_hooks(config, also_at_steps=(), listeners=None):
+    """[CheckpointSaverWithoutTextGraph] on `config`'s schedule and at
+    `also_at_steps` ([] if it saves at none); passed to Estimator.train, it
+    replaces the Estimator's own saver."""
+    save_steps, save_secs = config.save_checkpoints_steps, config.save_checkpoints_secs
+    if not (save_steps or save_secs):
+        if not also_at_steps:
+            return []
+        save_steps = min(also_at_steps)
+    return [CheckpointSaverWithoutTextGraph(config.model_dir, save_steps=save_steps,
+                                            save_secs=save_secs, also_at_steps=also_at_steps,
+                                            listeners=listeners)]
+
+
+def train(estimator, input_fn, max_steps, hooks=(), call_at_steps=(), callback=None):
     """estimator.train up to `max_steps`; on SIGTERM or SIGINT it saves the current
-    step and raises errors.Stopped saying how to resume (exit code 128 + signal)."""
+    step and raises errors.Stopped saying how to resume (exit code 128 + signal).
+
+    With `call_at_steps` and `callback`, a checkpoint is also saved at each of
+    those steps and callback(step) runs right after it, in the training session
+    (see CallAfterSaving): evaluation during training without rebuilding the
+    training graph and session for each segment between evaluations."""
     stop_hook = StopOnSignalHook()
-    hooks = [stop_hook] + list(hooks) + checkpoint_saver_hooks(estimator.config)
+    listeners = [CallAfterSaving(call_at_steps, callback, stop_hook)] if callback else None
+    hooks = [stop_hook] + list(hooks) + checkpoint_saver_hooks(
+        estimator.config, call_at_steps if callback else (), listeners)
     try:
         estimator.train(input_fn, max_steps=max_steps, hooks=hooks)
     finally:

@@ -189,6 +189,9 @@ def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
     assert [e["stop"] for e in history] == [False, False, True]
     assert history[0]["report"]["eval_loss"] < history[2]["report"]["eval_loss"]
     assert checkpoints.latest_checkpoint(out).endswith("model.ckpt-12")  # not the 64 planned
+    # The evaluations ran inside one training session: each step was saved once
+    # (a session per segment saves its starting step again: 0, 4, 4, 8, 8, 12).
+    assert _checkpoint_saves(out) == [0, 4, 8, 12]
     best, record = model_selection.best_checkpoint(out)
     assert record["step"] == 4 and best.endswith(os.path.join("best", "model.ckpt-4"))
     with open(os.path.join(out, "eval_results.json")) as f:
@@ -206,6 +209,19 @@ def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
     fine_tuning.run(task, options)
     assert len(model_selection.read_history(out)) == 3
     assert checkpoints.latest_checkpoint(out).endswith("model.ckpt-12")
+
+
+def _checkpoint_saves(output_dir):
+    """The steps of the checkpoint saves output_dir's TensorBoard events record
+    (the saver logs each save, including the one as a training session starts)."""
+    from bert_toolkit.engine import tfrecord_codec
+    steps = []
+    for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
+        with open(path, "rb") as f:
+            events = [tf.compat.v1.Event.FromString(r) for r in tfrecord_codec.read_records(f)]
+        steps += [e.step for e in events if e.HasField("session_log")
+                  and e.session_log.status == tf.compat.v1.SessionLog.CHECKPOINT]
+    return steps
 
 
 def test_evaluation_steps_and_the_best_so_far():

@@ -137,3 +137,33 @@ def test_the_stop_hook_votes_through_the_graph_and_stops_on_the_sum():
                 assert hook.stopped_on == signal.SIGTERM
         finally:
             hook.restore()
+
+
+def test_the_saver_also_saves_at_evaluation_steps_and_calls_back_unless_stopping():
+    """The saver's schedule plus the evaluation steps, each step once; the call
+    after a save at one of them is left out while training stops on a signal, and
+    the time it takes is left out of the training clock."""
+    from bert_toolkit.engine import training
+    timer = training._ScheduleAndSteps(tf1.train.SecondOrStepTimer(every_steps=10), [4, 8])
+    timer.update_last_triggered_step(0)
+    saved = []
+    for step in range(1, 21):  # as CheckpointSaverHook.after_run asks after each step
+        if timer.should_trigger_for_step(step):
+            timer.update_last_triggered_step(step)
+            saved.append(step)
+    # The schedule counts from the last save, whatever made it (so did a segment).
+    assert saved == [4, 8, 18]
+    assert not timer.should_trigger_for_step(18)
+
+    class StopHook:
+        received = None
+
+    calls = []
+    listener = training.CallAfterSaving([4, 8], lambda step: calls.append(step) or step == 8,
+                                        StopHook)
+    before = training.training_clock()
+    assert [listener.after_save(None, s) for s in (3, 4, 8)] == [False, False, True]
+    assert calls == [4, 8]
+    StopHook.received = 15
+    assert listener.after_save(None, 4) is False and calls == [4, 8]
+    assert training.training_clock() - before < 1.0
