@@ -14,6 +14,9 @@ import os
 import re
 import subprocess
 import sys
+import types
+
+import shared_fixture
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRELOAD = ["tensorflow", "bert_toolkit.cli.main", "bert_toolkit.cli.flags",
@@ -74,6 +77,17 @@ def run_commands(commands, watched, stdin=None, envs=None, timeout=300):
     return [Result(argv, r["returncode"], r["stdout"], r["stderr"], b,
                    [snapshot(path) for path in paths])
             for argv, r, b, paths in zip(commands, results, before, watched)]
+
+
+def run_once(request, name, run_cases):
+    """(world, case name -> (case folder, Result)) from run_cases(folder), which
+    makes its world in the folder, runs the cases and returns (the world's
+    attributes, case name -> (case folder, Result)): run once per session for all
+    test workers (shared_fixture.build_once); world is a namespace of those
+    attributes. Tests must leave the folders alone."""
+    world, by_name = shared_fixture.build_once(request, name, run_cases)
+    return types.SimpleNamespace(**world), {
+        case: (folder, Result(*result)) for case, (folder, result) in by_name.items()}
 
 
 def check_one_error_line(result, expected_parts, exit_code=1, preamble=None):

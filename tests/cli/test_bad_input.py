@@ -685,9 +685,16 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    """name -> (case folder, Result) of every case, run in forked children."""
-    world = World(str(tmp_path_factory.mktemp("bad_input_world")))
+def results(request):
+    """(world, name -> (case folder, Result)) of every case, run once per session
+    (bad_input.run_once); world holds the World's attributes."""
+    return bad_input.run_once(request, "bad_input", _run_cases)
+
+
+def _run_cases(root):
+    """(the World's attributes, name -> (case folder, Result)) of every case, run in
+    forked children on a World made in `root`."""
+    world = World(root)
     cases_root = os.path.join(world.root, "cases")
     setups = {}
     for name, case in CASES.items():
@@ -703,7 +710,7 @@ def results(tmp_path_factory):
         for holder in HOLDERS:
             holder.kill()
             holder.wait()
-    return world, {name: (setups[name][0], ran[name]) for name in CASES}
+    return vars(world), {name: (setups[name][0], ran[name]) for name in CASES}
 
 
 @pytest.mark.parametrize("name", list(CASES))

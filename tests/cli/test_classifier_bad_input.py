@@ -339,17 +339,22 @@ def _command(world, name):
 
 
 @pytest.fixture(scope="module")
-def results(request, tmp_path_factory):
-    """name -> (case dir, Result) of every selected case, run in forked children."""
+def results(request):
+    """(world, name -> (case dir, Result)) of every selected case, run once per
+    session (bad_input.run_once); world holds the World's attributes."""
     selected = [item.callspec.params["name"] for item in request.session.items
                 if getattr(item, "originalname", None) == "test_bad_input_is_one_error_line"
                 and item.path == request.node.path
                 and not SKIPS.get(item.callspec.params["name"], (False,))[0]]
-    world = World(str(tmp_path_factory.mktemp("bad_input")))
-    case_dirs, commands = zip(*[_command(world, name) for name in selected]) \
-        if selected else ((), ())
-    ran = bad_input.run_commands(list(commands), [[_out(d)] for d in case_dirs])
-    return world, dict(zip(selected, zip(case_dirs, ran)))
+
+    def run_cases(root):
+        world = World(root)
+        case_dirs, commands = zip(*[_command(world, name) for name in selected]) \
+            if selected else ((), ())
+        ran = bad_input.run_commands(list(commands), [[_out(d)] for d in case_dirs])
+        return vars(world), dict(zip(selected, zip(case_dirs, ran)))
+
+    return bad_input.run_once(request, "classifier_bad_input", run_cases)
 
 
 @pytest.mark.parametrize("name", [

@@ -9,6 +9,7 @@ own serving_default signature on the same features.
 import glob
 import json
 import os
+import pathlib
 import re
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from bert_toolkit.serving import client as serving_client
 from bert_toolkit.serving import server as serving_server
 from bert_toolkit.text import tokenization
 
+import shared_fixture
 from servers import ENV, MAX_REQUEST_BYTES, MAX_ROWS, server_url, start_server, stop
 from tiny import REPO, write_sentiment_csv, write_tiny_model
 
@@ -37,9 +39,15 @@ SENTENCES = ["the movie is good", "a very bad plot .", "the acting was great and
 # -- fixtures -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
-    """(model base path, version folder) of a tiny trained, exported classifier."""
-    root = tmp_path_factory.mktemp("serving")
+def export(request):
+    """(model base path, version folder) of a tiny trained, exported classifier, made
+    once per session for all test workers (shared_fixture.build_once): read only."""
+    return tuple(shared_fixture.build_once(request, "serving_export", _train_and_export))
+
+
+def _train_and_export(folder):
+    """(model base path, version folder) of a classifier trained and exported in `folder`."""
+    root = pathlib.Path(folder)
     model = write_tiny_model(str(root / "model"), with_classifier_labels=2)
     data_dir = root / "data"
     data_dir.mkdir()
