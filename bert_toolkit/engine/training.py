@@ -157,6 +157,8 @@ class TrainingLogHook(tf1.train.SessionRunHook):
             summary = tf1.Summary(value=[tf1.Summary.Value(tag=name, simple_value=float(v))
                                          for name, v in values.items()])
             self._writer.add_summary(summary, step)
+            # Read back during training: the learning curve at each evaluation.
+            self._writer.flush()
 
     def end(self, session):
         step = int(session.run(self._global_step))
@@ -358,7 +360,8 @@ def write_summaries(directory, step, values):
 
 def logged_values(output_dir, tag):
     """[(step, value)] of `tag` ("loss", "examples_per_second", ...) the training
-    log wrote to output_dir's TensorBoard events.
+    log wrote to output_dir's TensorBoard events (up to its last line: the log
+    flushes them with each line).
 
     The events are read with tfrecord_codec rather than summary_iterator, whose
     deprecated record reader prints a four-line warning in the user's run.

@@ -73,7 +73,10 @@ def test_each_training_segment_logs_its_steps_once_with_their_own_loss(tmp_path,
                     save_checkpoint_steps=1, log_step_count_steps=None,
                     hooks=[hook, tf1.train.StopAtStepHook(last_step=segment_end)]) as session:
                 while not session.should_stop():
-                    session.run(train_op)
+                    # Readable while the session runs (the learning curve at an
+                    # evaluation inside the training session).
+                    if session.run(train_op) == 2:
+                        assert training.logged_values(str(tmp_path), "loss") == [(2, 2.0)]
     logged_steps = [int(line.split()[1].split("/")[0]) for line in lines]
     assert logged_steps == [2, 3, 5, 6], lines
     for line, step in zip(lines, logged_steps):
