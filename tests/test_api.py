@@ -1,10 +1,11 @@
 """The Python API: options in code, reports back, two tasks in one process, your own task.
 
 The slow test runs the script of docs/api.md as it is printed there (the real
-all-MiniLM-L6-v2, real sentences and tweets): a classifier and then a tagger
-fine-tuned in one process, both reports printed, the export answering raw
-sentences. The fast one registers a task of a user's own module and runs it
-from Python and from the `bert-toolkit` command (python -m bert_toolkit).
+all-MiniLM-L6-v2, real movie-review sentences and part-of-speech tagged Wall
+Street Journal text): a classifier and then a tagger fine-tuned in one process,
+both reports printed, the export answering raw sentences. The fast one
+registers a task of a user's own module and runs it from Python and from the
+`bert-toolkit` command (python -m bert_toolkit).
 """
 
 import json
@@ -101,6 +102,17 @@ def test_a_users_task_runs_from_python_and_from_the_command_line(tmp_path, monke
     assert unknown.stderr.strip().splitlines()[-1].startswith("error: unknown task 'keyword'")
 
 
+# What the script of docs/api.md scores (fp32, 2-core AVX2 VM): the classifier
+# 0.79 of its 200 dev sentences, the tagger 0.840 of its 324 dev words, the same
+# to the last digit on TensorFlow 2.15.1 and 2.21.0, with TensorFlow's default
+# threads and with one each (as under pytest-xdist); with --seed=1, 2, 3 the
+# classifier 0.745, 0.795, 0.74, with --seed=1, 2 the tagger 0.784, 0.818. A
+# model that learned nothing: 0.515 (every sentence negative), 0.139 (every word
+# NN). The page's earlier settings (20 updates of 320 sentences) scored 0.5125.
+CLASSIFIER_ACCURACY_FLOOR = 0.7
+TAGGER_ACCURACY_FLOOR = 0.7
+
+
 @pytest.mark.slow
 def test_the_api_page_trains_a_classifier_then_a_tagger_in_one_process(tmp_path):
     script = _python_block(os.path.join(REPO, "docs", "api.md"))
@@ -110,9 +122,11 @@ def test_the_api_page_trains_a_classifier_then_a_tagger_in_one_process(tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     classifier, tagger = lines[0].split(), lines[1].split()
-    assert classifier[0] == "classifier:" and 0.5 < float(classifier[1]) <= 1.0
+    assert classifier[0] == "classifier:"
+    assert CLASSIFIER_ACCURACY_FLOOR < float(classifier[1]) <= 1.0, lines
     assert os.path.isfile(os.path.join(str(tmp_path), classifier[2], "saved_model.pb"))
-    assert tagger[0] == "tagger:" and 0.0 <= float(tagger[1]) <= 1.0
+    assert tagger[0] == "tagger:"
+    assert TAGGER_ACCURACY_FLOOR < float(tagger[1]) <= 1.0, lines
     assert re.search(r"model\.ckpt-\d+$", tagger[2])
-    answers = lines[2:]
-    assert len(answers) == 2 and all(line.split()[0] in ("1", "-1") for line in answers)
+    # "a gripping story", then "dull and lifeless": the label, then the probabilities.
+    assert [line.split()[0] for line in lines[2:]] == ["1", "-1"], lines
