@@ -274,40 +274,64 @@ def split_rows(outputs, counts):
 
 class Servable(object):
     """One loaded version of a SavedModel and its signatures (serving_default, and
-    `text` where the export has it)."""
+    `text` where the export has it).
+
+    Loaded as TensorFlow Serving loads it: the serving MetaGraph into a graph of
+    its own, run by one session. `tf.saved_model.load` rebuilds every signature
+    as a function pruned out of that graph, which took 4.5x the CPU (6.4 s
+    against 1.4 s for the MiniLM export on a 2-core AVX2 EPYC, either
+    TensorFlow) for the same outputs.
+    """
 
     def __init__(self, path, version):
         self.path = path
         self.version = version
+        self._session = tf.compat.v1.Session(graph=tf.Graph())
         try:
-            self._model = tf.saved_model.load(path)
-        except (OSError, tf.errors.OpError, ValueError) as e:
+            with self._session.graph.as_default():
+                meta_graph = tf.compat.v1.saved_model.load(
+                    self._session, [tf.saved_model.SERVING], path)
+        except (OSError, RuntimeError, tf.errors.OpError, ValueError) as e:
+            self._session.close()
             raise InputError("--model_base_path: %s: cannot load the SavedModel (%s)"
                              % (path, " ".join(str(e).split())[:300]))
-        if SIGNATURE not in self._model.signatures:
+        signatures = meta_graph.signature_def
+        if SIGNATURE not in signatures:
+            self._session.close()
             raise InputError("--model_base_path: %s has no %r signature (it has %s)"
-                             % (path, SIGNATURE, ", ".join(self._model.signatures) or "none"))
-        self.specs = {name: {input_name: InputSpec(np.dtype(spec.dtype.as_numpy_dtype),
-                                                   tuple(spec.shape.as_list()))
-                             for input_name, spec in function.structured_input_signature[1]
-                             .items()}
-                      for name, function in self._model.signatures.items()}
+                             % (path, SIGNATURE, ", ".join(sorted(signatures)) or "none"))
+        self._input_tensors = {name: {input_name: info.name
+                                      for input_name, info in signature.inputs.items()}
+                               for name, signature in signatures.items()}
+        self._output_tensors = {name: {output_name: info.name
+                                       for output_name, info in signature.outputs.items()}
+                                for name, signature in signatures.items()}
+        self.specs = {name: {input_name: _input_spec(info)
+                             for input_name, info in signature.inputs.items()}
+                      for name, signature in signatures.items()}
         self.input_specs = self.specs[SIGNATURE]
 
     def run(self, features, signature=SIGNATURE):
         """Output name -> array for `features` (name -> array); ModelInputError if the
         model rejects the values."""
+        tensors = self._input_tensors[signature]
         try:
-            outputs = self._model.signatures[signature](**{
-                name: tf.constant(array) for name, array in features.items()})
+            return self._session.run(self._output_tensors[signature],
+                                     {tensors[name]: array for name, array in features.items()})
         except tf.errors.InvalidArgumentError as e:
             raise ModelInputError(model_error_text(e.message))
-        return {name: tensor.numpy() for name, tensor in outputs.items()}
 
     def warm_up(self):
-        """One call on a row of zeros, so the first request does not pay for tracing."""
+        """One call on a row of zeros, so the first request does not pay for the
+        session's first run."""
         self.run({name: np.zeros([1 if d is None else d for d in spec.shape], spec.dtype)
                   for name, spec in self.input_specs.items()})
+
+
+def _input_spec(tensor_info):
+    """The InputSpec of a signature input (a TensorInfo proto of the MetaGraph)."""
+    return InputSpec(np.dtype(tf.dtypes.as_dtype(tensor_info.dtype).as_numpy_dtype),
+                     tuple(tf.TensorShape(tensor_info.tensor_shape).as_list()))
 
 
 def load_servable(base_path):

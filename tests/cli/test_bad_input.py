@@ -326,6 +326,11 @@ def _server_version_without_model(w, case):
     return os.path.join(case, "serving")
 
 
+def _server_saved_model_unreadable(w, case):
+    _files(os.path.join(case, "serving", "7"), {"saved_model.pb": "not a protocol buffer\n"})
+    return os.path.join(case, "serving")
+
+
 def _server_base_is_a_file(w, case):
     _files(case, {"serving": "not a folder\n"})
     return os.path.join(case, "serving")
@@ -660,6 +665,9 @@ CASES = {
         server(base=_server_base_without_versions), ["{case}/serving"]),
     "server_version_without_saved_model": Case(
         server(base=_server_version_without_model), ["{case}/serving: no SavedModel"]),
+    "server_saved_model_unreadable": Case(
+        server(base=_server_saved_model_unreadable),
+        ["--model_base_path: {case}/serving/7: cannot load the SavedModel"]),
     "server_base_path_is_a_file": Case(
         server(base=_server_base_is_a_file), ["{case}/serving"]),
     "server_port_out_of_range": Case(

@@ -86,8 +86,10 @@ def test_run_trains_evaluates_predicts_and_exports(trained):
     assert config["labels"] == ["0", "1"] and config["pooling"] == "mean"
     assert config["max_seq_length"] == 16 and config["task"] == "classification"
 
-    # The export answers as the Estimator's predictions did.
-    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    # The export, loaded as any TensorFlow 2 user would, answers as the Estimator's
+    # predictions did.
+    exported = tf.saved_model.load(version_dir)
+    signature = exported.signatures["serving_default"]
     encoded = list(classifier_features.feature_rows(examples["predict"], _tokenizer(options), 16,
                                            ["0", "1"], False))
     inputs = {name: tf.constant(np.stack([row[name] for row in encoded]))
@@ -98,7 +100,7 @@ def test_run_trains_evaluates_predicts_and_exports(trained):
 
     # The raw-text signature tokenizes in the graph and answers the same.
     assert config["text_signature"] == "text" and config["text_inputs"] == ["text_a"]
-    text = tf.saved_model.load(version_dir).signatures["text"]
+    text = exported.signatures["text"]
     from_text = text(text_a=tf.constant([e.text_a for e in examples["predict"]]))
     np.testing.assert_allclose(from_text["probabilities"].numpy(), predicted, atol=1e-5)
     assert from_text["labels"].numpy().tolist() == [[b"0", b"1"]] * len(examples["predict"])
@@ -199,9 +201,8 @@ def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
     assert final["global_step"] == 4
     assert final["eval_loss"] == pytest.approx(record["value"], rel=1e-6)
     _, version_dir = export_layout.resolve_version_dir(os.path.join(out, "serving"))
-    exported = tf.saved_model.load(version_dir)
-    bias = [v for v in exported.variables if v.name.startswith("output_bias")][0]
-    np.testing.assert_array_equal(bias.numpy(),
+    exported = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
+    np.testing.assert_array_equal(exported.get_tensor("output_bias"),
                                   tf.train.load_checkpoint(best).get_tensor("output_bias"))
     assert os.path.getsize(os.path.join(out, model_selection.PLOT_FILE)) > 1000
 
@@ -252,6 +253,7 @@ def test_long_texts_as_windows_train_evaluate_and_serve_per_document(tmp_path):
     import random
 
     from bert_toolkit.serving import client as serving_client
+    from bert_toolkit.serving import server
 
     import tiny
     model = write_tiny_model(str(tmp_path / "model"))
@@ -295,10 +297,9 @@ def test_long_texts_as_windows_train_evaluate_and_serve_per_document(tmp_path):
     pairs = [(e.text_a, None) for e in examples["predict"]]
     features, layout = serving_client.encode_classification(tokenizer, pairs, config)
     assert len(layout[0]) > len(pairs)
-    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
-    outputs = signature(**{k: tf.constant(v) for k, v in features.items()})
+    outputs = server.load_servable(version_dir).run(features)
     served = serving_client.classification_text_results(
-        {"probabilities": outputs["probabilities"].numpy().tolist()}, config, layout)
+        {"probabilities": outputs["probabilities"].tolist()}, config, layout)
     for (record, fields), row in zip(served, estimator_rows):
         assert fields[0] == row[1]
         np.testing.assert_allclose([float(p) for p in fields[1:]],
