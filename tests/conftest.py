@@ -45,9 +45,45 @@ def minilm_checkpoint():
     return assets.minilm_checkpoint()
 
 
-def pytest_collection_modifyitems(items):
-    """The real-data tests first, then the other long ones: spread over the test
-    workers (scripts/test.sh runs pytest-xdist), the minutes-long ones never
-    start last and leave one worker running alone at the end."""
-    items.sort(key=lambda item: (item.get_closest_marker("slow") is None,
-                                 item.get_closest_marker("long") is None))
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected
+def pytest_collection_modifyitems(config, items):
+    """Lays the tests out for scripts/test.sh's pytest-xdist workers.
+
+    Its scheduler (--dist worksteal) gives worker k the k-th of as many
+    consecutive blocks of this list as there are workers, and a worker whose
+    queue runs dry takes the end of the longest other queue. So every block
+    starts with its share of the minutes-long tests, and short ones end each
+    queue: the multi-process ones (long) head the first block, the real-data
+    ones (slow) go to whichever block has the fewest long and slow tests so far.
+    (The `load` scheduler gave one worker a first chunk of 89 tests that held
+    all 53 long and slow ones: it ran them one after another while the other
+    worker ran out of tests and waited.)
+    """
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = layout_for_workers(items, workers, lambda item: (
+        "long" if item.get_closest_marker("long") and not item.get_closest_marker("slow")
+        else "slow" if item.get_closest_marker("slow") else None))
+
+
+def layout_for_workers(items, num_workers, kind_of):
+    """`items` reordered into num_workers consecutive blocks of the sizes the
+    worksteal scheduler cuts (n // k of the n left for the k workers left), each
+    with its heavy items first; kind_of(item) is "long", "slow" or None."""
+    blocks = [[] for _ in range(num_workers)]
+    for kind in ("long", "slow"):
+        for item in items:
+            if kind_of(item) == kind:
+                target = 0 if kind == "long" else min(
+                    range(num_workers), key=lambda b: (len(blocks[b]), b))
+                blocks[target].append(item)
+    light = [item for item in items if kind_of(item) is None]
+    left = len(items)
+    for number, block in enumerate(blocks):
+        size = left // (num_workers - number)
+        left -= size
+        taken = max(0, size - len(block))
+        if number == num_workers - 1:
+            taken = len(light)
+        block.extend(light[:taken])
+        light = light[taken:]
+    return [item for block in blocks for item in block]
