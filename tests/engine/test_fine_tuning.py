@@ -201,8 +201,9 @@ def test_early_stopping_keeps_and_exports_the_best_checkpoint(tmp_path):
     assert final["global_step"] == 4
     assert final["eval_loss"] == pytest.approx(record["value"], rel=1e-6)
     _, version_dir = export_layout.resolve_version_dir(os.path.join(out, "serving"))
-    exported = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
-    np.testing.assert_array_equal(exported.get_tensor("output_bias"),
+    export_variables = tf.train.load_checkpoint(
+        os.path.join(version_dir, "variables", "variables"))
+    np.testing.assert_array_equal(export_variables.get_tensor("output_bias"),
                                   tf.train.load_checkpoint(best).get_tensor("output_bias"))
     assert os.path.getsize(os.path.join(out, model_selection.PLOT_FILE)) > 1000
 
