@@ -56,8 +56,13 @@ def run_child(case, out_path, err_path):
 
 def run_cases(cases, parallel, timeout):
     """The results of `cases`, at most `parallel` children at a time."""
+    with tempfile.TemporaryDirectory(prefix="fork_runner_") as scratch:
+        return run_cases_in(scratch, cases, parallel, timeout)
+
+
+def run_cases_in(scratch, cases, parallel, timeout):
+    """run_cases with the children's output files in the folder `scratch`."""
     results = [None] * len(cases)
-    scratch = tempfile.mkdtemp(prefix="fork_runner_")
     running = {}  # pid -> (index, started)
     pending = list(range(len(cases)))
     while pending or running:

@@ -4,7 +4,8 @@ The numbers mean nothing here; what is checked is that the commands of
 docs/performance.md still run through our code paths (Estimator training,
 SavedModel export and serving, tokenization) and print their tables, so the
 benchmarks cannot rot. The peers are switched off (--peer=none) so the test
-needs neither torch nor transformers.
+needs neither torch nor transformers. Marked bench: CI runs them on one platform
+(the benchmarks compare platforms themselves, with --tf_python).
 """
 
 import os
@@ -14,6 +15,8 @@ import sys
 import pytest
 
 from tiny import REPO
+
+pytestmark = pytest.mark.bench
 
 
 def run_bench(script, *flags):

@@ -59,8 +59,10 @@ print(json.dumps({
 """
 
 
-def python_version(python):
-    return subprocess.run([python, "-c", "import tensorflow as tf; print(tf.__version__)"],
+def tensorflow_version(python):
+    """The TensorFlow release installed for `python` (read from its metadata: no import)."""
+    return subprocess.run([python, "-c", "import importlib.metadata as m; "
+                           "print(m.version('tensorflow'))"],
                           env=ENV, capture_output=True, text=True).stdout.strip()
 
 
@@ -97,7 +99,8 @@ def probe(python, output_dir):
 @pytest.mark.parametrize("writer", ["this", "other"])
 def test_a_run_written_on_one_platform_serves_and_resumes_on_the_other(writer, tmp_path):
     this, other = sys.executable, OTHER_PYTHON
-    assert python_version(this) != python_version(other), "both interpreters run one TensorFlow"
+    assert tensorflow_version(this) != tensorflow_version(other), \
+        "both interpreters run one TensorFlow"
     if writer == "other":
         this, other = other, this
     output_dir, _ = train(this, str(tmp_path), "run", epochs=1)

@@ -122,7 +122,7 @@ def test_rerun_after_sigkill_resumes_to_the_planned_step_then_has_nothing_to_tra
     data_dir.mkdir()
     tiny.write_sentiment_csv(str(data_dir / "train.csv"), NUM_EXAMPLES, seed=5)
 
-    epochs = 20  # 1500 optimizer steps: ~8 s on the tiny model
+    epochs = 6  # 450 optimizer steps (the kill comes at the first save, step 25)
     for attempt in range(4):
         planned = -(-NUM_EXAMPLES * epochs // BATCH)
         output_dir = str(tmp_path / ("out%d" % attempt))
@@ -265,7 +265,7 @@ def test_sigterm_saves_the_step_a_second_run_is_refused_and_the_rerun_resumes(tm
     data_dir.mkdir()
     tiny.write_sentiment_csv(str(data_dir / "train.csv"), NUM_EXAMPLES, seed=5)
     output_dir = str(tmp_path / "out")
-    epochs = 10
+    epochs = 4
     command = _command(model, str(data_dir), output_dir, epochs) + [
         "--num_cpu_replicas=2", "--gradient_accumulation_steps=3",
         "--save_checkpoints_steps=100000", "--log_every_n_steps=1"]

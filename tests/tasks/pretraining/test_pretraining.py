@@ -471,7 +471,7 @@ def test_two_workers_stop_together_on_sigterm_to_one_and_resume_like_one_process
     weights as the uninterrupted single-process run of the same global batch.
     """
     model, records, root = tiny_records
-    steps = 100
+    steps = 50
     common = pretraining_args(model, records, steps, "--gradient_accumulation_steps=2",
                               save_every=25, log_every=5)
     multi_dir = str(root / "multi")

