@@ -480,19 +480,19 @@ def test_fine_tuning_on_real_reviews_raises_mrr_over_the_untrained_model(
 
     after_dir = tmp_path / "after"
     result = run_reranking(*(model_args(model, after_dir) + common + [
-        "--do_train", "--do_eval", "--train_batch_size=16", "--num_train_epochs=0.5",
+        "--do_train", "--do_eval", "--train_batch_size=16", "--num_train_epochs=0.25",
         "--learning_rate=5e-5", "--warmup_proportion=0.1", "--log_every_n_steps=8"]))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "1024 examples x 0.5 epochs = 32 optimizer steps" in result.stderr
+    assert "1024 examples x 0.25 epochs = 16 optimizer steps" in result.stderr
     with open(str(after_dir / "eval_results.json")) as f:
         after = json.load(f)
     print("MRR@10 before %.4f, after %.4f (step %d)"
           % (before["mrr@10"], after["mrr@10"], after["global_step"]))
     assert after["queries_judged"] == before["queries_judged"] == 32
-    assert after["global_step"] == 32
+    assert after["global_step"] == 16
     # Measured with --pooling=mean: before 0.33-0.34 (chance for 10 candidates
-    # is 0.29), after 1.00 on seeds 12345, 7, 3 with these 32 updates (and on
-    # 12345, 7, 3, 99 with 64 updates at 5e-5, 7, 3, 99 at 2e-5); the margin
-    # asserted is half the one observed. (With the untrained
-    # pooler instead, seed 7 reached only 0.53.)
+    # is 0.29), after 0.969 and 0.945 on seeds 12345 and 7 with these 16 updates
+    # (1.00 on 12345, 7, 3 with 32 updates, and on 12345, 7, 3, 99 with 64 at
+    # 5e-5); the margin asserted is about half the one observed. (With the
+    # untrained pooler instead, seed 7 reached only 0.53 after 32 updates.)
     assert after["mrr@10"] > before["mrr@10"] + 0.35, result.stderr[-3000:]
