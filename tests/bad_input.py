@@ -16,16 +16,11 @@ import subprocess
 import sys
 import types
 
+import fork_runner
 import shared_fixture
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRELOAD = ["tensorflow", "bert_toolkit.cli.main", "bert_toolkit.cli.flags",
-           "bert_toolkit.engine.fine_tuning",
-           "bert_toolkit.tasks.classification.task", "bert_toolkit.tasks.seq_labeling.task",
-           "bert_toolkit.tasks.squad.task", "bert_toolkit.tasks.reranking.task",
-           "bert_toolkit.tasks.pretraining.task", "bert_toolkit.tasks.pretraining.writer",
-           "bert_toolkit.tasks.features.extraction", "bert_toolkit.serving.client",
-           "bert_toolkit.serving.server", "bert_toolkit.convert.hf_checkpoint"]
+PRELOAD = fork_runner.PRELOAD
 
 Result = collections.namedtuple("Result", ["command", "returncode", "stdout", "stderr",
                                            "before", "after"])

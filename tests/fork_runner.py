@@ -12,7 +12,14 @@ request: {"preload": [module, ...], "parallel": N, "timeout": seconds,
           "cases": [{"argv": [script, arg, ...], "cwd": dir, "env": {name: value},
                      "stdin": text or null}, ...]}
 results: [{"returncode": int, "stdout": text, "stderr": text}, ...] in case order
-(returncode -9 after the timeout).
+(returncode -9 after the timeout). A case's "environ", if given, replaces the whole
+environment (then "env" is added to it).
+
+    python tests/fork_runner.py --serve
+
+preloads PRELOAD, then answers each line of standard input (one case as JSON, with
+its "timeout") with one line of standard output (its result as JSON), until end
+of input: the server behind tests/script_runs.py.
 """
 
 import importlib
@@ -23,12 +30,27 @@ import sys
 import tempfile
 import time
 
+# sys.path without this script's folder: a child's is its script's folder + this,
+# as a fresh `python script.py` has.
+INTERPRETER_PATH = sys.path[1:]
+# What the entry scripts import: the children find it imported.
+PRELOAD = ["tensorflow", "bert_toolkit.cli.main", "bert_toolkit.cli.flags",
+           "bert_toolkit.engine.fine_tuning",
+           "bert_toolkit.tasks.classification.task", "bert_toolkit.tasks.seq_labeling.task",
+           "bert_toolkit.tasks.squad.task", "bert_toolkit.tasks.reranking.task",
+           "bert_toolkit.tasks.pretraining.task", "bert_toolkit.tasks.pretraining.writer",
+           "bert_toolkit.tasks.features.extraction", "bert_toolkit.serving.client",
+           "bert_toolkit.serving.server", "bert_toolkit.convert.hf_checkpoint"]
+
 
 def run_child(case, out_path, err_path):
     """In the forked child: runs the script as __main__ and exits with its code."""
     code = 0
     try:
         os.chdir(case["cwd"])
+        if case.get("environ") is not None:
+            os.environ.clear()
+            os.environ.update(case["environ"])
         os.environ.update(case.get("env") or {})
         stdin_fd = os.open(os.devnull, os.O_RDONLY)
         if case.get("stdin") is not None:
@@ -37,10 +59,12 @@ def run_child(case, out_path, err_path):
             stdin_file.seek(0)
             stdin_fd = stdin_file.fileno()
         os.dup2(stdin_fd, 0)
+        # A fresh sys.stdin: the inherited one may hold bytes the server read ahead.
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
         for fd, path in ((1, out_path), (2, err_path)):
             os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
         sys.argv = list(case["argv"])
-        sys.path[0] = os.path.dirname(os.path.abspath(case["argv"][0]))
+        sys.path[:] = [os.path.dirname(os.path.abspath(case["argv"][0]))] + INTERPRETER_PATH
         runpy.run_path(case["argv"][0], run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -90,13 +114,28 @@ def run_cases_in(scratch, cases, parallel, timeout):
     return results
 
 
-def main():
-    request = json.load(sys.stdin)
+def preload(modules):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, repo)
-    for module in request.get("preload", []):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for module in modules:
         importlib.import_module(module)
+
+
+def serve():
+    """One result line on stdout for each case line on stdin, until stdin ends."""
+    preload(PRELOAD)
+    for line in iter(sys.stdin.readline, ""):
+        case = json.loads(line)
+        (result,) = run_cases([case], 1, case.get("timeout", 600))
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+
+def main():
+    if sys.argv[1:] == ["--serve"]:
+        return serve()
+    request = json.load(sys.stdin)
+    preload(request.get("preload", []))
     results = run_cases(request["cases"], request.get("parallel", 2),
                         request.get("timeout", 300))
     json.dump(results, sys.stdout)

@@ -19,6 +19,7 @@ import sys
 import pytest
 
 import bad_input
+import script_runs
 import tiny
 from tiny import make_hf_dir, tiny_hf_config, tiny_hf_state
 
@@ -56,11 +57,11 @@ class World:
         with open(self.corpus, "w") as f:
             f.write(CORPUS)
         self.records = os.path.join(root, "records.tfrecord")
-        result = subprocess.run(
-            [sys.executable, "create_pretraining_data.py", "--input_file=" + self.corpus,
+        result = script_runs.run(
+            ["create_pretraining_data.py", "--input_file=" + self.corpus,
              "--output_file=" + self.records, "--vocab_file=" + self.model["vocab_file"],
              "--max_seq_length=16", "--max_predictions_per_seq=3", "--dupe_factor=2",
-             "--num_workers=1"], cwd=bad_input.REPO, capture_output=True, text=True)
+             "--num_workers=1"])
         assert result.returncode == 0, result.stderr[-2000:]
         config = tiny_hf_config()
         self.hf_dir = os.path.join(root, "hf")
@@ -290,11 +291,11 @@ def _empty_corpus(w, case):
 
 def _records_of_length_32(w, case):
     path = os.path.join(case, "long.tfrecord")
-    result = subprocess.run(
-        [sys.executable, "create_pretraining_data.py", "--input_file=" + w.corpus,
+    result = script_runs.run(
+        ["create_pretraining_data.py", "--input_file=" + w.corpus,
          "--output_file=" + path, "--vocab_file=" + w.model["vocab_file"],
          "--max_seq_length=32", "--max_predictions_per_seq=3", "--dupe_factor=1",
-         "--num_workers=1"], cwd=bad_input.REPO, capture_output=True, text=True)
+         "--num_workers=1"])
     assert result.returncode == 0, result.stderr
     return path
 

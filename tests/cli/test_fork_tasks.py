@@ -22,6 +22,7 @@ from test_drop_in import _GPU_FLAGS, FORK_PUNCT, read_eval_results, run_readme
 
 from bert_toolkit.tasks.seq_labeling import readers
 
+import script_runs
 from servers import server_url, start_server, stop
 from tiny import REPO, TINY_WORDS, write_tiny_model
 
@@ -126,13 +127,12 @@ def test_a_label_outside_the_forks_set_is_refused(cfs, tmp_path):
     data = tmp_path / "PUNCT"
     data.mkdir()
     (data / "train.tsv").write_text("the movie was good\tO O O E\nthe plot\tO X\n")
-    result = subprocess.run(
-        [sys.executable, "run_seq_labeling.py", "--task_name=PUNCT", "--do_train",
+    result = script_runs.run(
+        ["run_seq_labeling.py", "--task_name=PUNCT", "--do_train",
          "--data_dir=%s" % data, "--output_dir=%s" % (tmp_path / "out"),
          "--vocab_file=%s/models/bert-large-uncased/vocab.txt" % cfs,
          "--bert_config_file=%s/models/bert-large-uncased/bert_config.json" % cfs],
-        cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), capture_output=True,
-        text=True, timeout=300)
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: %s:2: " % (data / "train.tsv")) and "'X'" in line

@@ -10,8 +10,6 @@ import os
 import pickle
 import shutil
 import struct
-import subprocess
-import sys
 import zipfile
 
 import ml_dtypes
@@ -23,6 +21,7 @@ from bert_toolkit.convert import hf_checkpoint as conv
 from bert_toolkit.convert import safe_unpickle
 from bert_toolkit.errors import InputError
 
+import script_runs
 from tiny import FIXTURES, REPO, make_hf_dir, tiny_hf_config, tiny_hf_state
 
 # ---------------------------------------------------------------------------
@@ -561,9 +560,7 @@ def test_output_must_not_be_the_input(tmp_path):
 
 
 def _convert_command(*args):
-    return subprocess.run(
-        [sys.executable, os.path.join(REPO, "convert_hf_checkpoint.py")] + list(args),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=REPO)
+    return script_runs.run([os.path.join(REPO, "convert_hf_checkpoint.py")] + list(args))
 
 
 def test_script_prints_summary(tmp_path):

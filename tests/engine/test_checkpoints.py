@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from bert_toolkit.engine import checkpoints, input_pipeline, training_plan
 
+import script_runs
 import tiny
 from tiny import REPO
 
@@ -73,8 +74,7 @@ def _recorded_step(output_dir):
 
 
 def _run(command):
-    return subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=600)
+    return script_runs.run(command[1:], env=_env(), timeout=600)  # command[0]: python
 
 
 def _start_and_kill(command, output_dir, planned_steps):

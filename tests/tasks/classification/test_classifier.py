@@ -18,14 +18,13 @@ from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.tasks.classification import head as classifier_head
 from bert_toolkit.text import tokenization
 
+import script_runs
 from tiny import REPO, free_port, write_sentiment_csv, write_tiny_model
 
 
 def run_classifier(*args, check=True):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "run_custom_classifier.py"] + list(args),
-                            cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, universal_newlines=True)
+    result = script_runs.run(["run_custom_classifier.py"] + list(args), env=env)
     if check and result.returncode != 0:
         raise AssertionError("exit %d:\n%s" % (result.returncode, result.stderr[-3000:]))
     return result

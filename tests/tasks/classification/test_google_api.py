@@ -11,8 +11,6 @@ through --processor_module.
 
 import os
 import random
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -21,6 +19,7 @@ import run_classifier
 from bert_toolkit.estimator_compat import tf_estimator
 
 import modeling
+import script_runs
 import tokenization
 from tiny import REPO, TINY_WORDS, write_tiny_model
 
@@ -143,15 +142,14 @@ def test_a_google_style_processor_file_runs_through_processor_module(tmp_path):
                 label = ("ham", "spam")[i % 2]
                 f.write("%s\t%s\n" % (label, " ".join(rng.choice(TINY_WORDS[:15])
                                                      for _ in range(4))))
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=spam",
+    result = script_runs.run(
+        [os.path.join(REPO, "run_classifier.py"), "--task_name=spam",
          "--processor_module=my_tasks", "--data_dir=spam", "--output_dir=out",
          "--vocab_file=" + model["vocab_file"], "--bert_config_file=" +
          model["bert_config_file"], "--init_checkpoint=" + model["init_checkpoint"],
          "--max_seq_length=16", "--train_batch_size=4", "--num_train_epochs=1",
          "--do_train", "--do_eval", "--do_predict"],
-        cwd=str(tmp_path), env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-        capture_output=True, text=True, timeout=600)
+        cwd=str(tmp_path), env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert np.loadtxt(str(tmp_path / "out" / "test_results.tsv")).shape == (4, 2)
     with open(str(tmp_path / "out" / "label_list.json")) as f:

@@ -31,6 +31,7 @@ from bert_toolkit.tasks.pretraining import writer as pretraining_writer
 from bert_toolkit.tasks.pretraining.options import PretrainingDataConfig
 from bert_toolkit.text import tokenization
 
+import script_runs
 from tiny import REPO, TINY_WORDS, free_port, tiny_config, write_tiny_model
 
 tf1 = tf.compat.v1
@@ -40,9 +41,7 @@ def run_script(script, *args, env=None, check=True):
     full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     full_env.pop("TF_CONFIG", None)
     full_env.update(env or {})
-    result = subprocess.run([sys.executable, script] + list(args), cwd=REPO, env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            universal_newlines=True)
+    result = script_runs.run([script] + list(args), env=full_env)
     if check and result.returncode != 0:
         raise AssertionError("%s exit %d:\n%s" % (script, result.returncode,
                                                   result.stderr[-3000:]))

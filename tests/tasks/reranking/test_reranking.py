@@ -24,6 +24,7 @@ from bert_toolkit.tasks.reranking import data, ranking
 from bert_toolkit.tasks.reranking import task as reranking
 from bert_toolkit.text import tokenization
 
+import script_runs
 from tiny import REPO, TINY_WORDS, write_tiny_model
 
 tf1 = tf.compat.v1
@@ -173,9 +174,7 @@ def test_readers_name_file_and_line(tmp_path):
 
 def run_reranking(*args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, "run_reranking.py"] + list(args), cwd=REPO,
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True)
+    return script_runs.run(["run_reranking.py"] + list(args), env=env)
 
 
 def model_args(model, output_dir):

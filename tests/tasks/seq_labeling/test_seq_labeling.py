@@ -21,15 +21,14 @@ from bert_toolkit.tasks.seq_labeling import features as seq_labeling_features
 from bert_toolkit.tasks.seq_labeling import outputs as seq_labeling_outputs
 from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
 
+import script_runs
 from tiny import REPO, TINY_WORDS, write_tiny_model
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
 def run_script(*args, check=True):
-    result = subprocess.run([sys.executable, "run_seq_labeling.py"] + list(args), cwd=REPO,
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            universal_newlines=True, timeout=600)
+    result = script_runs.run(["run_seq_labeling.py"] + list(args), env=ENV, timeout=600)
     if check and result.returncode != 0:
         raise AssertionError("exit %d:\n%s" % (result.returncode, result.stderr[-3000:]))
     return result
