@@ -20,7 +20,6 @@ import fork_runner
 import shared_fixture
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRELOAD = fork_runner.PRELOAD
 
 Result = collections.namedtuple("Result", ["command", "returncode", "stdout", "stderr",
                                            "before", "after"])
@@ -60,7 +59,7 @@ def run_commands(commands, watched, stdin=None, envs=None, timeout=300):
     stdin = stdin or [None] * len(commands)
     envs = envs or [None] * len(commands)
     before = [[snapshot(path) for path in paths] for paths in watched]
-    request = {"preload": PRELOAD, "parallel": 2, "timeout": timeout,
+    request = {"preload": fork_runner.PRELOAD, "parallel": 2, "timeout": timeout,
                "cases": [{"argv": argv, "cwd": REPO, "stdin": text,
                           "env": dict(env or {}, TF_CPP_MIN_LOG_LEVEL="3")}
                          for argv, text, env in zip(commands, stdin, envs)]}
