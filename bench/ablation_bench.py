@@ -102,13 +102,16 @@ def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, nu
     return tf.reshape(context, [-1, width])
 
 
-def unfused_adamw_update(variable, gradient, m, v, learning_rate, apply_update,
-                         weight_decay_rate, beta_1, beta_2, epsilon):
-    """optimization._fused_adamw_update's arithmetic as separate ops (measured)."""
+def unfused_adamw_update(variable, gradient, m, v, learning_rate, weight_decay_rate, beta_1,
+                         beta_2, epsilon):
+    """optimization._fused_adamw_update's arithmetic as separate ops (measured). A
+    skipped update comes with rate 0 and betas 1, which leave every value as it was."""
+    import tensorflow as tf
+
     from bert_toolkit.model import optimization
-    return optimization._adam_update(variable, gradient, m, v, learning_rate, apply_update,
-                                     "adamw", weight_decay_rate, beta_1, beta_2, epsilon,
-                                     None)
+    return optimization._adam_update(variable, gradient, m, v, learning_rate,
+                                     tf.constant(True), "adamw", weight_decay_rate, beta_1,
+                                     beta_2, epsilon, None)
 
 
 def float_dropout(input_tensor, dropout_prob):

@@ -40,7 +40,13 @@ PRELOAD = ["tensorflow", "bert_toolkit.cli.main", "bert_toolkit.cli.flags",
            "bert_toolkit.tasks.squad.task", "bert_toolkit.tasks.reranking.task",
            "bert_toolkit.tasks.pretraining.task", "bert_toolkit.tasks.pretraining.writer",
            "bert_toolkit.tasks.features.extraction", "bert_toolkit.serving.client",
-           "bert_toolkit.serving.server", "bert_toolkit.convert.hf_checkpoint"]
+           "bert_toolkit.serving.server", "bert_toolkit.convert.hf_checkpoint",
+           # The learning curve a run evaluated during training draws.
+           "matplotlib.pyplot"]
+# The toolkit's once-per-process caches (pure Python and numpy, about 1 s): built in
+# the server, the children find them filled.
+WARM = [("bert_toolkit.text.tokenization", "_char_tables"),
+        ("bert_toolkit.text.graph_tokenization", "_unicode_tables")]
 
 
 def run_child(case, out_path, err_path):
@@ -124,6 +130,8 @@ def preload(modules):
 def serve():
     """One result line on stdout for each case line on stdin, until stdin ends."""
     preload(PRELOAD)
+    for module, function in WARM:
+        getattr(importlib.import_module(module), function)()
     for line in iter(sys.stdin.readline, ""):
         case = json.loads(line)
         (result,) = run_cases([case], 1, case.get("timeout", 600))

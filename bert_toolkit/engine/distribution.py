@@ -106,15 +106,39 @@ def resolve_runtime(options):
     return Runtime(devices, precision, inference_precision, graph_rewrite)
 
 
-def measure_matmul_peak(device, precision, size=2048, repeats=3):
+def peak_matmul_size(threads):
+    """The side of the square matmul the CPU peak is measured with: 1024 for one
+    thread, growing with the cube root of the threads (1280 for 2, 2048 for 8, at
+    most 4096), so each thread gets the same 2 GFLOP whatever the core count.
+    A fixed size either leaves a many-core CPU's threads too little work to
+    reach their peak or takes seconds of a small machine's CPU at every start."""
+    return min(4096, int(round(1024 * threads ** (1.0 / 3) / 128.0)) * 128)
+
+
+def tensorflow_cpu_threads():
+    """The threads TensorFlow's CPU ops run on: TF_NUM_INTRAOP_THREADS if set,
+    else one per core this process may use."""
+    cores = system.available_cores()
+    try:
+        threads = int(os.environ.get("TF_NUM_INTRAOP_THREADS", "0"))
+    except ValueError:
+        threads = 0
+    return min(threads, cores) if threads > 0 else cores
+
+
+def measure_matmul_peak(device, precision, size=None, repeats=3):
     """FLOP/s of the best of `repeats` size^3 matmuls on `device` in `precision`:
-    the peak MFU is measured against. About a second on a CPU.
+    the peak MFU is measured against. `size` defaults to 2048 on a GPU and to
+    peak_matmul_size of TensorFlow's threads on a CPU (a quarter of a second each).
 
     On a CPU the time is this process's CPU time spread over the cores it may
     use, not the wall time: on a machine shared with other work the wall time
     measures the share of the cores we got, and a peak taken that way would be
     low and the MFU above 100%.
     """
+    on_cpu = "cpu" in device.lower()
+    if size is None:
+        size = peak_matmul_size(tensorflow_cpu_threads()) if on_cpu else 2048
     dtype = modeling.get_compute_dtype(precision)
     graph = tf.Graph()
     with graph.as_default(), tf.device(device):
@@ -124,7 +148,6 @@ def measure_matmul_peak(device, precision, size=2048, repeats=3):
         # A scalar fetch: the timing is the matmul's, not a copy of its product.
         product = tf.reduce_sum(tf.cast(tf.matmul(a_cast, b_cast), tf.float32))
         init = tf1.global_variables_initializer()
-    on_cpu = "cpu" in device.lower()
     if on_cpu:
         cores = system.available_cores()
         clock = lambda: time.process_time() / cores  # noqa: E731

@@ -142,7 +142,7 @@ class RunOptions(ModelOptions, DeviceOptions, TpuOptions):
     matmul_peak_tflops: float = option(
         0.0, "The device's matmul peak in the training precision, in TFLOP/s, for the MFU "
         "the training log shows (e.g. 312 for an A100 in bf16). 0: measured at start-up "
-        "with a 2048^3 matmul.")
+        "with a matmul sized to TensorFlow's threads (1024^3 on one, 2048^3 on eight).")
 
     def check(self):
         if not self.bert_config_file:

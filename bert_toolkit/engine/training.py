@@ -332,21 +332,26 @@ class StepWatchdogHook(tf1.train.SessionRunHook):
         while not self._done.wait(1.0):
             timeout = lost_worker_timeout(self._longest, self._fixed)
             if time.time() - self._last > timeout:
-                if self._longest is None:
-                    what = "the first training step did not finish in %d s" % timeout
-                elif self._fixed:
-                    what = "no training step finished in %d s (--step_timeout_seconds)" % timeout
-                else:
-                    what = ("no training step finished in %d s (max(%d s, %dx the longest "
-                            "step); --step_timeout_seconds sets another)"
-                            % (timeout, LOST_WORKER_FLOOR_SECONDS, LOST_WORKER_STEP_MULTIPLE))
-                sys.stderr.write(
-                    "error: %s: a worker of the cluster is probably gone; stop the job and "
-                    "run the same command again (on as many workers as are left) to resume "
-                    "from the last checkpoint%s\n"
-                    % (what, " in %s" % self._output_dir if self._output_dir else ""))
+                sys.stderr.write(lost_worker_error(timeout, self._longest, self._fixed,
+                                                   self._output_dir) + "\n")
                 sys.stderr.flush()
                 os._exit(1)
+
+
+def lost_worker_error(timeout, longest_step_seconds, fixed_seconds, output_dir):
+    """The error line of a worker that gave up after `timeout` seconds (the
+    arguments as lost_worker_timeout's; output_dir may be None)."""
+    if longest_step_seconds is None:
+        what = "the first training step did not finish in %d s" % timeout
+    elif fixed_seconds:
+        what = "no training step finished in %d s (--step_timeout_seconds)" % timeout
+    else:
+        what = ("no training step finished in %d s (max(%d s, %dx the longest step); "
+                "--step_timeout_seconds sets another)"
+                % (timeout, LOST_WORKER_FLOOR_SECONDS, LOST_WORKER_STEP_MULTIPLE))
+    return ("error: %s: a worker of the cluster is probably gone; stop the job and run the "
+            "same command again (on as many workers as are left) to resume from the last "
+            "checkpoint%s" % (what, " in %s" % output_dir if output_dir else ""))
 
 
 def write_summaries(directory, step, values):

@@ -94,10 +94,9 @@ def _scalar_variable(name, initial_value, dtype):
                             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
 
-def _fused_adamw_update(variable, gradient, m, v, learning_rate, apply_update,
-                        weight_decay_rate, beta_1, beta_2, epsilon):
-    """Google's AdamW update of one variable, in place; nothing happens where
-    `apply_update` is False.
+def _fused_adamw_update(variable, gradient, m, v, learning_rate, weight_decay_rate, beta_1,
+                        beta_2, epsilon):
+    """Google's AdamW update of one variable, in place.
 
     The same arithmetic as _adam_update's "adamw" branch, reordered: the weight
     decay lr * rate * variable is subtracted first, then TensorFlow's fused Adam
@@ -106,24 +105,27 @@ def _fused_adamw_update(variable, gradient, m, v, learning_rate, apply_update,
     allocates a dozen variable-sized temporaries per step (for the 47 MB word
     embedding of a BERT vocabulary, most of a small-batch step went to
     allocating and faulting in that memory).
-    """
-    def update():
-        decay = []
-        if weight_decay_rate and uses_weight_decay(modeling.variable_name(variable)):
-            decay.append(variable.assign_sub(learning_rate * weight_decay_rate
-                                             * variable.read_value()))
-        with tf.control_dependencies(decay):
-            zero = tf.constant(0.0, tf.float32)
-            adam = tf.raw_ops.ResourceApplyAdam(
-                var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero,
-                beta2_power=zero, lr=learning_rate, beta1=tf.constant(beta_1, tf.float32),
-                beta2=tf.constant(beta_2, tf.float32),
-                epsilon=tf.constant(epsilon, tf.float32), grad=gradient)
-        # A graph-mode cond runs only what its result depends on.
-        with tf.control_dependencies([adam]):
-            return tf.constant(True)
 
-    return tf.cond(apply_update, update, lambda: tf.constant(False))
+    Args:
+      gradient: float32, the shape of `variable`, finite.
+      learning_rate, beta_1, beta_2: float32 scalars. An update to skip passes a
+        learning rate of 0 and betas of 1: the kernels then leave m, v and the
+        variable bit for bit as they were. (A tf.cond per variable and device
+        did the same, but building them took a tenth of building the training
+        graph.)
+    Returns:
+      The update op.
+    """
+    decay = []
+    if weight_decay_rate and uses_weight_decay(modeling.variable_name(variable)):
+        decay.append(variable.assign_sub(learning_rate * weight_decay_rate
+                                         * variable.read_value()))
+    with tf.control_dependencies(decay):
+        zero = tf.constant(0.0, tf.float32)
+        return tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero,
+            beta2_power=zero, lr=learning_rate, beta1=beta_1, beta2=beta_2,
+            epsilon=tf.constant(epsilon, tf.float32), grad=gradient)
 
 
 def _adam_update(variable, gradient, m, v, learning_rate, apply_update, optimizer,
@@ -239,13 +241,18 @@ def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
                               clip_norm / tf.maximum(gradient_norm, 1e-12), 1.0)
         multiplier = scale * tf.where(is_finite, clip_ratio, 0.0)
         step = tf.cast(global_step + 1, tf.float32)
+        # A skipped AdamW update has rate 0 and betas 1 (see _fused_adamw_update).
+        adamw_rate, adamw_beta_1, adamw_beta_2 = [
+            tf.where(is_finite, value, if_skipped)
+            for value, if_skipped in ((learning_rate, 0.0), (beta_1, 1.0), (beta_2, 1.0))]
 
         def update_one(var, g, m_, v_):
             """One device's copy of one variable."""
             if optimizer == "adamw":
-                return _fused_adamw_update(var, g * multiplier, m_, v_, learning_rate,
-                                           is_finite, weight_decay_rate, beta_1, beta_2,
-                                           epsilon)
+                # multiply_no_nan: 0, not NaN, for the non-finite g of a skipped update.
+                return _fused_adamw_update(var, tf.math.multiply_no_nan(g, multiplier), m_,
+                                           v_, adamw_rate, weight_decay_rate, adamw_beta_1,
+                                           adamw_beta_2, epsilon)
             return _adam_update(var, g * multiplier, m_, v_, learning_rate, is_finite,
                                 optimizer, weight_decay_rate, beta_1, beta_2, epsilon, step)
 

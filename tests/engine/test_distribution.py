@@ -34,3 +34,19 @@ def test_precision_resolution():
     assert auto == ("bf16" if system.cpu_supports_bf16() else "fp32")
     with pytest.raises(InputError, match="--use_fp16 contradicts --precision=bf16"):
         options.replace(precision="bf16")
+
+
+def test_the_cpu_peak_gives_each_thread_the_same_work(monkeypatch):
+    sizes = {threads: distribution.peak_matmul_size(threads) for threads in (1, 2, 8, 64, 512)}
+    assert sizes == {1: 1024, 2: 1280, 8: 2048, 64: 4096, 512: 4096}
+    monkeypatch.setattr(system, "available_cores", lambda: 4)
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "1")
+    assert distribution.tensorflow_cpu_threads() == 1
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "16")
+    assert distribution.tensorflow_cpu_threads() == 4
+    monkeypatch.delenv("TF_NUM_INTRAOP_THREADS")
+    assert distribution.tensorflow_cpu_threads() == 4
+    # A real measurement, on a small matmul to keep it short: between 0.1 GFLOP/s
+    # and 100 TFLOP/s is a CPU's.
+    peak = distribution.measure_matmul_peak("/cpu:0", "fp32", size=256, repeats=2)
+    assert 1e8 < peak < 1e14

@@ -96,6 +96,30 @@ def test_lost_worker_timeout_floors_the_first_step_and_scales_with_the_longest()
     assert training.lost_worker_timeout(12.0, 30) == 30
 
 
+def test_a_lost_worker_is_named_in_one_line_with_the_rule_that_ended_the_wait():
+    """The watchdog's line and the cluster line's rule, for the derived timeout
+    (the default), a --step_timeout_seconds and none; the two-worker test in
+    test_pretraining kills a worker under a short --step_timeout_seconds."""
+    from bert_toolkit.engine import launch, training
+    derived = training.lost_worker_error(120, 12.0, None, "/runs/a")
+    assert derived.startswith("error: no training step finished in 120 s (max(60 s, 10x the "
+                              "longest step); --step_timeout_seconds sets another): a worker "
+                              "of the cluster is probably gone")
+    assert derived.endswith("to resume from the last checkpoint in /runs/a")
+    assert training.lost_worker_error(30, 1.0, 30, None).startswith(
+        "error: no training step finished in 30 s (--step_timeout_seconds): ")
+    assert training.lost_worker_error(600, None, None, None).startswith(
+        "error: the first training step did not finish in 600 s: ")
+    assert "\n" not in derived
+    assert launch.describe_lost_worker_rule(None) == (
+        "a lost worker ends this one after no step in max(60 s, 10x the longest step so "
+        "far), 600 s for the first step")
+    assert launch.describe_lost_worker_rule(30).startswith(
+        "a lost worker ends this one after 30 s without a step (--step_timeout_seconds)")
+    assert launch.describe_lost_worker_rule(0) == (
+        "waits for a lost worker forever (--step_timeout_seconds=0)")
+
+
 def test_the_agreed_signal_is_this_workers_own_else_the_voters():
     import signal
 

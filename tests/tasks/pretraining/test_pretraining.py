@@ -788,19 +788,25 @@ def test_two_slurm_tasks_stop_on_sigterm_resume_and_train_like_tf_config(tiny_re
                                    atol=1e-6, err_msg=name)
 
 
+# Well above a tiny step or checkpoint save on a loaded 2-core machine.
+LOST_WORKER_TIMEOUT = 15
+
+
 @pytest.mark.long
-def test_a_lost_worker_stops_the_other_by_default_and_one_worker_resumes(tiny_records):
-    """SIGKILL one of two TF_CONFIG workers, no --step_timeout_seconds given: the
-    other, which would wait in the all-reduce forever, ends within the default
-    the cluster line prints (max(60 s, 10x the longest step)) with one error line
-    and exit 1; the same command on one worker then resumes from the last
-    checkpoint and reaches the planned step."""
+def test_a_lost_worker_stops_the_other_and_one_worker_resumes(tiny_records):
+    """SIGKILL one of two TF_CONFIG workers: the other, which would wait in the
+    all-reduce forever, ends within its --step_timeout_seconds with one error
+    line and exit 1; the same command on one worker then resumes from the last
+    checkpoint and reaches the planned step. (The default timeout, max(60 s, 10x
+    the longest step), is the same watchdog with a derived number: test_training
+    checks that number and its line, so this test need not wait a minute.)"""
     model, records, root = tiny_records
     steps = 300
     out = str(root / "lost")
     common = pretraining_args(model, records, steps, "--output_dir=%s" % out,
                               warmup=10, log_every=100)
-    procs = start_workers(common, [free_port(), free_port()], out)
+    procs = start_workers(common + ["--step_timeout_seconds=%d" % LOST_WORKER_TIMEOUT],
+                          [free_port(), free_port()], out)
     try:
         deadline = time.time() + 240
         while latest_step(out) < 10 and time.time() < deadline \
@@ -813,16 +819,14 @@ def test_a_lost_worker_stops_the_other_by_default_and_one_worker_resumes(tiny_re
     finally:
         wait_all(procs, 30)
     log = open(out + ".worker0.log").read()
-    assert ("a lost worker ends this one after no step in max(60 s, 10x the longest step "
-            "so far), 600 s for the first step") in log
+    assert ("a lost worker ends this one after %d s without a step (--step_timeout_seconds)"
+            % LOST_WORKER_TIMEOUT) in log
     last = log.strip().splitlines()[-1]
     assert code == 1, log[-3000:]
-    match = re.match(r"error: no training step finished in (\d+) s \(max\(60 s, 10x the "
-                     r"longest step\); --step_timeout_seconds sets another\): a worker of "
-                     r"the cluster is probably gone", last)
-    assert match, last
+    assert last.startswith("error: no training step finished in %d s (--step_timeout_seconds)"
+                           ": a worker of the cluster is probably gone" % LOST_WORKER_TIMEOUT)
     assert "resume from the last checkpoint in %s" % out in last
-    assert waited < int(match.group(1)) + 15, waited
+    assert waited < LOST_WORKER_TIMEOUT + 15, waited
     stopped_at = latest_step(out)
     assert 10 <= stopped_at < steps
 
