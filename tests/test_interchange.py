@@ -66,27 +66,28 @@ def tensorflow_version(python):
                           env=ENV, capture_output=True, text=True).stdout.strip()
 
 
-def train(python, root, name, epochs, output_dir=None):
-    """Runs run_custom_classifier.py under `python` (export included); its output_dir."""
+def train(python, root, epochs, output_dir, *flags):
+    """Runs run_custom_classifier.py under `python` (export included), to `epochs`
+    epochs in `output_dir`; returns its stderr."""
     model_dir, data_dir = os.path.join(root, "model"), os.path.join(root, "data")
     if not os.path.isdir(data_dir):
         write_tiny_model(model_dir, with_classifier_labels=2)
         os.makedirs(data_dir)
         write_sentiment_csv(os.path.join(data_dir, "train.csv"), 48, seed=1)
+        write_sentiment_csv(os.path.join(data_dir, "dev.csv"), 16, seed=2)
     model = {name: os.path.join(model_dir, file_name) for name, file_name in (
         ("vocab_file", "vocab.txt"), ("bert_config_file", "bert_config.json"),
         ("init_checkpoint", "bert_model.ckpt"))}
-    output_dir = output_dir or os.path.join(root, name)
     result = subprocess.run(
         [python, "run_custom_classifier.py", "--task_name=custom", "--data_dir=" + data_dir,
          "--text_a_column=sentence", "--label_column=label",
          "--vocab_file=" + model["vocab_file"], "--bert_config_file=" + model["bert_config_file"],
          "--init_checkpoint=" + model["init_checkpoint"], "--output_dir=" + output_dir,
          "--max_seq_length=16", "--learning_rate=3e-3", "--train_batch_size=8",
-         "--num_train_epochs=%d" % epochs, "--do_train", "--save_for_serving"],
+         "--num_train_epochs=%d" % epochs, "--do_train", "--save_for_serving"] + list(flags),
         cwd=REPO, env=ENV, capture_output=True, text=True)
     assert result.returncode == 0, "%s: %s" % (python, result.stderr[-3000:])
-    return output_dir, result.stderr
+    return result.stderr
 
 
 def probe(python, output_dir):
@@ -96,27 +97,29 @@ def probe(python, output_dir):
     return json.loads(result.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("writer", ["this", "other"])
-def test_a_run_written_on_one_platform_serves_and_resumes_on_the_other(writer, tmp_path):
+def test_a_run_crosses_between_the_platforms_both_ways(tmp_path):
+    """One run, its epochs on alternate platforms: each resumes from the checkpoint
+    and reads the TFRecords the other wrote, and each platform serves the other's
+    export."""
     this, other = sys.executable, OTHER_PYTHON
     assert tensorflow_version(this) != tensorflow_version(other), \
         "both interpreters run one TensorFlow"
-    if writer == "other":
-        this, other = other, this
-    output_dir, _ = train(this, str(tmp_path), "run", epochs=1)
+    root, output_dir = str(tmp_path), str(tmp_path / "run")
+
+    # Epoch 1 here; the SavedModel's text signature (in-graph WordPiece included),
+    # the TFRecords and the checkpoint read the same on the other TensorFlow.
+    train(this, root, 1, output_dir)
     written, read = probe(this, output_dir), probe(other, output_dir)
     assert written["tensorflow"] != read["tensorflow"]
-    # The SavedModel's text signature (in-graph WordPiece included), the TFRecords and
-    # the checkpoint read the same on the other TensorFlow.
     np.testing.assert_allclose(read["probabilities"], written["probabilities"], atol=1e-5)
     for key in ("records", "first_input_ids", "global_step", "weights_sum"):
         assert read[key] == written[key], key
     assert written["global_step"] == 6  # 48 examples, batch 8, one epoch
 
-    # The other platform resumes the run (a second epoch) from the checkpoint, on the
-    # TFRecords the first wrote (the same key: no second file), and exports again; the
-    # first platform serves that.
-    _, log = train(other, str(tmp_path), "run", epochs=2, output_dir=output_dir)
+    # Epoch 2 there: it resumes from this platform's checkpoint, on the TFRecords
+    # written here (the same key: no second file), writes the dev set's records,
+    # and exports again; this platform serves that.
+    log = train(other, root, 2, output_dir, "--do_eval")
     assert "(step 6 of 12)" in log, log[-2000:]
     assert len(glob.glob(os.path.join(output_dir, "train-*.tf_record"))) == 1
     resumed_here, resumed_there = probe(this, output_dir), probe(other, output_dir)
@@ -124,3 +127,22 @@ def test_a_run_written_on_one_platform_serves_and_resumes_on_the_other(writer, t
     np.testing.assert_allclose(resumed_here["probabilities"], resumed_there["probabilities"],
                                atol=1e-5)
     assert resumed_here["weights_sum"] != written["weights_sum"]
+
+    # Epoch 3 here again: it resumes from the other platform's checkpoint and
+    # evaluates on the dev records the other wrote, which it reads as they are.
+    (eval_records,) = glob.glob(os.path.join(output_dir, "eval-*.tf_record"))
+    written_there = os.stat(eval_records).st_mtime_ns
+    log = train(this, root, 3, output_dir, "--do_eval")
+    assert "(step 12 of 18)" in log, log[-2000:]
+    assert glob.glob(os.path.join(output_dir, "eval-*.tf_record")) == [eval_records]
+    assert os.stat(eval_records).st_mtime_ns == written_there
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        assert json.load(f)["num_examples"] == 16
+    assert tf_checkpoint_step(output_dir) == 18
+
+
+def tf_checkpoint_step(output_dir):
+    """The global step of the newest checkpoint, read in this process."""
+    import tensorflow as tf
+    return int(tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+               .get_tensor("global_step"))
