@@ -824,7 +824,8 @@ def test_a_lost_worker_stops_the_other_and_one_worker_resumes(tiny_records):
     last = log.strip().splitlines()[-1]
     assert code == 1, log[-3000:]
     assert last.startswith("error: no training step finished in %d s (--step_timeout_seconds)"
-                           ": a worker of the cluster is probably gone" % LOST_WORKER_TIMEOUT)
+                           ": a worker of the cluster is probably gone" % LOST_WORKER_TIMEOUT), \
+        last
     assert "resume from the last checkpoint in %s" % out in last
     assert waited < LOST_WORKER_TIMEOUT + 15, waited
     stopped_at = latest_step(out)
