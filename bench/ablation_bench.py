@@ -47,7 +47,9 @@ sys.path.insert(0, benchlib.REPO)
 
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
                   "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout",
-                  "select-dropout", "bf16-select-dropout", "fused-scores")
+                  "select-dropout", "bf16-select-dropout", "fused-scores",
+                  "bf16-no-dropout", "bf16-relu", "bf16-softmax-bf16", "bf16-gelu-bf16",
+                  "bf16-fused-gelu", "bf16-fused-softmax", "bf16-fused")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
 
 
@@ -151,6 +153,33 @@ def fused_scores_attend(query, key, value, mask_bias, dropout_prob):
     return tf.transpose(context, [0, 2, 1, 3])
 
 
+def bf16_softmax_attend(query, key, value, mask_bias, dropout_prob):
+    """modeling._attend with the mask, softmax and dropout in the compute dtype."""
+    import tensorflow as tf
+
+    from bert_toolkit.model import modeling
+    scores = tf.matmul(query, key, transpose_b=True)
+    if mask_bias is not None:
+        scores += tf.cast(mask_bias, scores.dtype)
+    probs = modeling.dropout(tf.nn.softmax(scores), dropout_prob)
+    context = tf.matmul(probs, value)
+    return tf.transpose(context, [0, 2, 1, 3])
+
+
+def fused_softmax_attend(query, key, value, mask_bias, dropout_prob):
+    """modeling._attend with fused.attention_probs."""
+    import tensorflow as tf
+
+    from bert_toolkit.model import fused, modeling
+    scores = tf.matmul(query, key, transpose_b=True)
+    keep, scale = None, 1.0
+    if dropout_prob:
+        keep, scale = modeling._keep_mask(tf.shape(scores), tf.size(scores), dropout_prob)
+    probs = fused.attention_probs(scores, mask_bias, keep, scale)
+    context = tf.matmul(probs, value)
+    return tf.transpose(context, [0, 2, 1, 3])
+
+
 def unscaled(attention_heads):
     """modeling._attention_heads ignoring its query `scale` (fused_scores_attend
     applies it)."""
@@ -203,6 +232,25 @@ def build(variant, config, features, mode):
         modeling.dropout = float_dropout
     if variant.endswith("select-dropout"):
         modeling.dropout = select_dropout
+    if variant == "bf16-no-dropout":
+        config = modeling.BertConfig.from_dict(dict(config.to_dict(), hidden_dropout_prob=0.0,
+                                                    attention_probs_dropout_prob=0.0))
+    if variant == "bf16-relu":
+        config = modeling.BertConfig.from_dict(dict(config.to_dict(), hidden_act="relu"))
+    activations = dict(modeling._ACTIVATIONS)
+    if variant == "bf16-gelu-bf16":
+        modeling._ACTIVATIONS["gelu_exact"] = lambda x: tf.nn.gelu(x, approximate=False)
+        modeling._ACTIVATIONS["gelu"] = lambda x: tf.nn.gelu(x, approximate=True)
+    if variant == "bf16-softmax-bf16":
+        modeling._attend = bf16_softmax_attend
+    if variant in ("bf16-fused-gelu", "bf16-fused"):
+        from bert_toolkit.model import fused
+        modeling._ACTIVATIONS["gelu_exact"] = fused.activation(
+            lambda x: tf.nn.gelu(x, approximate=False))
+        modeling._ACTIVATIONS["gelu"] = fused.activation(
+            lambda x: tf.nn.gelu(x, approximate=True))
+    if variant in ("bf16-fused-softmax", "bf16-fused"):
+        modeling._attend = fused_softmax_attend
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -236,6 +284,7 @@ def build(variant, config, features, mode):
     finally:
         (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
          modeling._attend, modeling._attention_heads, modeling.attention_mask_bias) = original
+        modeling._ACTIVATIONS.update(activations)
     session_config = tf1.ConfigProto()
     if variant == "bf16-rewrite":
         session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1

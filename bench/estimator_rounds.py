@@ -87,14 +87,20 @@ def train_in_rounds(estimator, input_fn, args, peak, input_rate):
 
 def print_profile(result, steps, side):
     """Prints a traced round's op types and model parts by time; returns 0."""
-    parts = {name[len("part: "):]: t for name, t in result["op_seconds"].items()
-             if name.startswith("part: ")}
+    def kind(prefix):
+        return {name[len(prefix):]: t for name, t in result["op_seconds"].items()
+                if name.startswith(prefix)}
+    parts, pairs, nodes = kind("part: "), kind("pair: "), kind("node: ")
     op_seconds = {name: t for name, t in result["op_seconds"].items()
-                  if not name.startswith("part: ")}
+                  if not name.startswith(("part: ", "pair: ", "node: "))}
     total = sum(op_seconds.values())
     print("%s, traced: %.3f s wall per step (tracing slows it), %.3f s of op time per step "
           "(the cores' times add up)" % (side, result["seconds"] / steps, total / steps))
-    for title, seconds, limit in (("op type", op_seconds, 30), ("part of the model", parts, None)):
+    for title, seconds, limit in (("op type", op_seconds, 30), ("part of the model", parts, None),
+                                  ("part of the model, op type", pairs, 30),
+                                  ("node", nodes, int(os.environ.get("BENCH_PROFILE_NODES", "0") or 0))):
+        if not seconds:
+            continue
         rows = [[name, "%.1f" % (1000 * t / steps), "%.1f%%" % (100 * t / total)]
                 for name, t in sorted(seconds.items(), key=lambda item: -item[1])[:limit]]
         print(benchlib.format_table([title, "ms per step", "share"], rows))
@@ -128,8 +134,12 @@ def add_op_times(op_times, run_metadata):
                 else node.node_name.split(":")[0]
             seconds = (node.all_end_rel_micros or node.op_end_rel_micros) / 1e6
             op_times[op] = op_times.get(op, 0.0) + seconds
-            part = "part: " + model_part(node.node_name)
-            op_times[part] = op_times.get(part, 0.0) + seconds
+            part = model_part(node.node_name)
+            for key in ("part: " + part, "pair: %s, %s" % (part, op)):
+                op_times[key] = op_times.get(key, 0.0) + seconds
+            if os.environ.get("BENCH_PROFILE_NODES"):
+                key = "node: %s %s" % (op, node.node_name)
+                op_times[key] = op_times.get(key, 0.0) + seconds
 
 
 # Which part of the model a node belongs to, from its name; first match wins.

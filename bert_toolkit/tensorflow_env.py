@@ -7,6 +7,8 @@ TensorFlow is imported; a value already in the environment wins, so a user
 can still choose otherwise.
 """
 
+import contextlib
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -42,11 +44,13 @@ warnings.filterwarnings("ignore", message="To make it possible to preserve tf.da
 # What TensorFlow >= 2.16 writes to the stderr file descriptor while its shared
 # libraries load, before absl's logging is initialised, so TF_CPP_MIN_LOG_LEVEL
 # cannot hide it: absl's notice that it logs to stderr, the "no CUDA driver"
-# line, oneDNN's notice and the CPU-feature note with its continuation line.
+# line, oneDNN's notice and the CPU-feature note with its continuation line; and
+# what the first XLA compilation of a process logs (quiet_first_xla_compile).
 STARTUP_NOISE = re.compile(
     r"WARNING: All log messages before absl::InitializeLog\(\) is called"
     r"|[IW]\d{4} [\d:.]+ +\d+ (cudart_stub|port|cpu_feature_guard|cuda_[a-z_]+)\.cc:\d+\]"
-    r"|To enable the following instructions: .* rebuild TensorFlow")
+    r"|To enable the following instructions: .* rebuild TensorFlow"
+    r"|I\d{4} [\d:.]+ +\d+ device_compiler\.h:\d+\] Compiled cluster using XLA!")
 
 
 def without_startup_noise(text):
@@ -54,10 +58,34 @@ def without_startup_noise(text):
     return "".join(line for line in text.splitlines(True) if not STARTUP_NOISE.match(line))
 
 
+@contextlib.contextmanager
+def _stderr_without_startup_noise():
+    """Points file descriptor 2 at a temporary file while the block runs, then
+    writes back whatever was printed but the STARTUP_NOISE lines (all of it if
+    the block raises)."""
+    try:
+        saved_stderr = os.dup(2)
+    except OSError:  # no stderr to quiet
+        yield
+        return
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            os.dup2(saved_stderr, 2)
+            os.close(saved_stderr)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", "replace")
+            sys.stderr.write(text if failed else without_startup_noise(text))
+            sys.stderr.flush()
+
+
 class _QuietLoader(importlib.abc.Loader):
-    """Loads the tensorflow package with file descriptor 2 pointed at a temporary
-    file, then writes back whatever it printed but the start-up noise (all of it
-    if the import fails)."""
+    """Loads the tensorflow package with its start-up noise kept off stderr."""
 
     def __init__(self, loader):
         self._loader = loader
@@ -66,24 +94,28 @@ class _QuietLoader(importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
-        try:
-            saved_stderr = os.dup(2)
-        except OSError:  # no stderr to quiet
-            return self._loader.exec_module(module)
-        sys.stderr.flush()
-        with tempfile.TemporaryFile() as captured:
-            os.dup2(captured.fileno(), 2)
-            failed = True
-            try:
-                self._loader.exec_module(module)
-                failed = False
-            finally:
-                os.dup2(saved_stderr, 2)
-                os.close(saved_stderr)
-                captured.seek(0)
-                text = captured.read().decode("utf-8", "replace")
-                sys.stderr.write(text if failed else without_startup_noise(text))
-                sys.stderr.flush()
+        with _stderr_without_startup_noise():
+            self._loader.exec_module(module)
+
+
+@functools.lru_cache(maxsize=None)
+def quiet_first_xla_compile():
+    """Compiles a one-op XLA function with stderr quieted, once per process.
+
+    The first XLA compilation of a process writes two lines through absl's
+    logging, which TF_CPP_MIN_LOG_LEVEL does not reach (absl's notice that it
+    logs to stderr, and "Compiled cluster using XLA!", logged once per process).
+    Called before a graph that XLA compiles is built, it spends them here.
+    """
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+        return
+    import tensorflow as tf
+    with _stderr_without_startup_noise(), tf.Graph().as_default():
+        # Fed, not a constant: grappler would fold a constant's call away.
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        plus_one = tf.function(lambda x: x + 1.0, jit_compile=True, autograph=False)
+        with tf.compat.v1.Session() as session:
+            session.run(plus_one(x), {x: 1.0})
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):

@@ -40,6 +40,7 @@ import re
 import tensorflow as tf
 
 from bert_toolkit.errors import InputError
+from bert_toolkit.model import fused
 
 tf1 = tf.compat.v1
 
@@ -65,6 +66,7 @@ def computed_in_fp32(function):
 
     def apply(x):
         return low_precision(x) if x.dtype == tf.bfloat16 else function(x)
+    apply.fp32_function = function  # for fused.activation
     return apply
 
 
@@ -326,6 +328,29 @@ def dense(x, units, name, initializer_range=0.02, activation=None):
     return activation(y) if activation is not None else y
 
 
+def _layer_norm_variables(hidden, name=None):
+    """(gamma, beta), float32 [hidden], of the layer norm `name` (None: "LayerNorm")."""
+    with tf1.variable_scope(name or "LayerNorm"):
+        beta = tf1.get_variable("beta", [hidden], dtype=tf.float32,
+                                initializer=tf1.zeros_initializer())
+        gamma = tf1.get_variable("gamma", [hidden], dtype=tf.float32,
+                                 initializer=tf1.ones_initializer())
+    return gamma, beta
+
+
+def dropout_add_layer_norm(x, residual, dropout_prob, fuse=False):
+    """layer_norm(dropout(x, dropout_prob) + residual): x and residual [rows, hidden]
+    in the compute dtype, the result too. `fuse`: as one XLA kernel each way
+    (fused.dropout_add_layer_norm)."""
+    if not fuse:
+        return layer_norm(dropout(x, dropout_prob) + residual)
+    keep, scale = None, 1.0
+    if dropout_prob:
+        keep, scale = _keep_mask(tf.shape(x), tf.size(x), dropout_prob)
+    gamma, beta = _layer_norm_variables(x.shape[-1])
+    return fused.dropout_add_layer_norm(x, residual, gamma, beta, keep, scale)
+
+
 def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
     """Layer normalisation over the last axis, computed in float32.
 
@@ -333,12 +358,7 @@ def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
     as in Google's checkpoints. Returns `output_dtype` (default: the input's).
     """
     output_dtype = output_dtype or input_tensor.dtype
-    hidden = input_tensor.shape[-1]
-    with tf1.variable_scope(name or "LayerNorm"):
-        beta = tf1.get_variable("beta", [hidden], dtype=tf.float32,
-                                initializer=tf1.zeros_initializer())
-        gamma = tf1.get_variable("gamma", [hidden], dtype=tf.float32,
-                                 initializer=tf1.ones_initializer())
+    gamma, beta = _layer_norm_variables(input_tensor.shape[-1], name)
     x32 = tf.cast(input_tensor, tf.float32)
     mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
     # rsqrt * gamma bracketed: written left to right, with oneDNN on, grappler's
@@ -469,7 +489,13 @@ TokenPacking = collections.namedtuple("TokenPacking", ["rows", "padded_rows", "p
 PACKING_MIN_PADDING = 0.1
 
 
-def token_packing(input_mask):
+# A bf16 training graph's fused element-wise functions are compiled by XLA once per
+# shape, so there the packed token count is rounded up to a multiple of this
+# (with padding positions): at most batch * seq / 256 shapes instead of one per batch.
+FUSED_PACKING_ROWS = 256
+
+
+def token_packing(input_mask, row_multiple=1):
     """The packing of a batch's real tokens, for the encoder to skip its padding.
 
     Only the attention products need the [batch, seq] layout; every other op of a
@@ -483,10 +509,20 @@ def token_packing(input_mask):
       flattened [batch * seq] order; padded_rows: int64 scalar, batch * seq;
       packed: bool scalar, whether at least
       PACKING_MIN_PADDING of the positions are padding, so that packing pays).
+      With `row_multiple` > 1, `rows` also holds the first padding positions that
+      round its length up to a multiple of it (or to batch * seq).
     """
     flat_mask = tf.reshape(input_mask, [-1])
-    rows = tf.reshape(tf.where(tf.not_equal(flat_mask, 0)), [-1])
     positions = tf.size(flat_mask, out_type=tf.int64)
+    if row_multiple == 1:
+        rows = tf.reshape(tf.where(tf.not_equal(flat_mask, 0)), [-1])
+    else:
+        padding = tf.cast(tf.equal(flat_mask, 0), tf.int32)
+        real = positions - tf.reduce_sum(tf.cast(padding, tf.int64))
+        rounded = tf.minimum((real + row_multiple - 1) // row_multiple * row_multiple,
+                             positions)
+        # The real positions in order, then the padding's.
+        rows = tf.cast(tf.argsort(padding, stable=True), tf.int64)[:rounded]
     packed = tf.cast(tf.size(rows, out_type=tf.int64), tf.float32) <= \
         (1.0 - PACKING_MIN_PADDING) * tf.cast(positions, tf.float32)
     return TokenPacking(rows, positions, packed)
@@ -500,7 +536,8 @@ def pack_tokens(flat, packing):
 
 
 def unpack_tokens(packed, packing):
-    """pack_tokens' inverse: [tokens, width] -> [batch * seq, width], zeros at padding."""
+    """pack_tokens' inverse: [tokens, width] -> [batch * seq, width], zeros at the
+    positions not packed."""
     def scatter():
         shape = tf.stack([packing.padded_rows, tf.shape(packed, out_type=tf.int64)[1]])
         return tf.scatter_nd(packing.rows[:, tf.newaxis], packed, shape)
@@ -520,10 +557,17 @@ def _attention_heads(flat, name, batch_size, seq_length, num_heads, head_size,
     return tf.transpose(split, [0, 2, 1, 3])
 
 
-def _attend(query, key, value, mask_bias, dropout_prob):
+def _attend(query, key, value, mask_bias, dropout_prob, fuse=False):
     """Scaled dot-product attention over heads: [batch, heads, seq, head] inputs (the
-    query already scaled) -> context [batch, from_seq, heads, head]."""
+    query already scaled) -> context [batch, from_seq, heads, head]. `fuse`: the
+    mask, softmax and dropout as one XLA kernel each way (fused.attention_probs)."""
     scores = tf.matmul(query, key, transpose_b=True)  # [batch, heads, from, to]
+    if fuse:
+        keep, scale = None, 1.0
+        if dropout_prob:
+            keep, scale = _keep_mask(tf.shape(scores), tf.size(scores), dropout_prob)
+        probs = fused.attention_probs(scores, mask_bias, keep, scale)
+        return tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])
     # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
     scores = tf.cast(scores, tf.float32)
     if mask_bias is not None:
@@ -534,13 +578,14 @@ def _attend(query, key, value, mask_bias, dropout_prob):
 
 
 def self_attention(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
-                   initializer_range=0.02, attention_dropout=0.0, packing=None):
+                   initializer_range=0.02, attention_dropout=0.0, packing=None, fuse=False):
     """Multi-head self-attention of the encoder (variables under query/, key/, value/).
 
     Args:
       flat_hidden: [batch * seq, hidden] in the compute dtype; with `packing`
         (pack_tokens), the real tokens only: [tokens, hidden].
       mask_bias: float32 from `attention_mask_bias`, or None.
+      fuse: see _attend.
     Returns:
       Context in the compute dtype, before the output projection, with the rows
       of `flat_hidden`.
@@ -551,7 +596,7 @@ def self_attention(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
                               head_size, initializer_range, scale=scale, packing=packing)
              for name, scale in (("query", 1.0 / math.sqrt(float(head_size))),
                                  ("key", None), ("value", None))]
-    context = tf.reshape(_attend(*heads, mask_bias, attention_dropout), [-1, width])
+    context = tf.reshape(_attend(*heads, mask_bias, attention_dropout, fuse), [-1, width])
     return context if packing is None else pack_tokens(context, packing)
 
 
@@ -599,12 +644,13 @@ def attention_layer(from_tensor, to_tensor, attention_mask=None, num_attention_h
 def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attention_heads,
                       intermediate_size, intermediate_act_fn, hidden_dropout_prob=0.0,
                       attention_probs_dropout_prob=0.0, initializer_range=0.02,
-                      packing=None):
+                      packing=None, fuse=False):
     """One encoder block: attention, add & norm, feed-forward, add & norm.
 
     Args:
       flat_hidden: [batch * seq, hidden] in the compute dtype, or [tokens, hidden]
         with `packing` (pack_tokens).
+      fuse: the element-wise work in XLA kernels (_attend, dropout_add_layer_norm).
     Returns:
       The same shape and dtype.
     """
@@ -613,16 +659,17 @@ def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attent
         with tf1.variable_scope("self"):
             context = self_attention(flat_hidden, mask_bias, batch_size, seq_length,
                                      num_attention_heads, initializer_range,
-                                     attention_probs_dropout_prob, packing)
+                                     attention_probs_dropout_prob, packing, fuse)
         with tf1.variable_scope("output"):
             projected = dense(context, hidden_size, "dense", initializer_range)
-            attention_output = layer_norm(dropout(projected, hidden_dropout_prob) + flat_hidden)
+            attention_output = dropout_add_layer_norm(projected, flat_hidden,
+                                                      hidden_dropout_prob, fuse)
     with tf1.variable_scope("intermediate"):
         intermediate = dense(attention_output, intermediate_size, "dense", initializer_range,
                              intermediate_act_fn)
     with tf1.variable_scope("output"):
         projected = dense(intermediate, hidden_size, "dense", initializer_range)
-        return layer_norm(dropout(projected, hidden_dropout_prob) + attention_output)
+        return dropout_add_layer_norm(projected, attention_output, hidden_dropout_prob, fuse)
 
 
 def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
@@ -631,7 +678,7 @@ def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
     tensors [batch, seq, hidden] in the dtype of `input_tensor` [batch, seq, hidden].
 
     packing: from token_packing(input_mask): every layer but the attention products
-      runs on the real tokens only, and the outputs' padding positions are zeros
+      runs on the rows it packs only, and the outputs' other positions are zeros
       (when packing.packed).
     layer_settings: transformer_layer's keyword arguments after seq_length.
     """
@@ -729,7 +776,9 @@ class BertModel(object):
     skip_padding=True runs the encoder's token-wise layers on the real tokens of
     `input_mask` only (token_packing): the same outputs at the real positions for
     a fraction of the work on padded text; padding positions then come out as
-    zeros (a batch with less than PACKING_MIN_PADDING of padding runs as usual).
+    zeros (a batch with less than PACKING_MIN_PADDING of padding runs as usual),
+    but for those that round the token count of a bf16 training graph
+    (FUSED_PACKING_ROWS).
     """
 
     def __init__(self, config, is_training, input_ids, input_mask=None, token_type_ids=None,
@@ -742,7 +791,13 @@ class BertModel(object):
         if token_type_ids is None:
             token_type_ids = tf.zeros_like(input_ids)
         config.validate()
-        packing = token_packing(input_mask) if skip_padding else None
+        # A bf16 training step runs its element-wise chains as XLA kernels (fused.py).
+        fuse = is_training and compute_dtype == tf.bfloat16
+        activation = get_activation(config.hidden_act)
+        if fuse and hasattr(activation, "fp32_function"):
+            activation = fused.activation(activation.fp32_function)
+        packing = token_packing(input_mask, FUSED_PACKING_ROWS if fuse else 1) \
+            if skip_padding else None
         with tf1.variable_scope(scope, default_name="bert"):
             embeddings, self._embedding_table = embedding_layer(
                 config, input_ids, token_type_ids, is_training,
@@ -752,12 +807,12 @@ class BertModel(object):
                     embeddings, attention_mask_bias(input_mask), config.num_hidden_layers,
                     num_attention_heads=config.num_attention_heads,
                     intermediate_size=config.intermediate_size,
-                    intermediate_act_fn=get_activation(config.hidden_act),
+                    intermediate_act_fn=activation,
                     hidden_dropout_prob=config.hidden_dropout_prob if is_training else 0.0,
                     attention_probs_dropout_prob=(config.attention_probs_dropout_prob
                                                   if is_training else 0.0),
                     initializer_range=config.initializer_range,
-                    packing=packing)
+                    packing=packing, fuse=fuse)
             pooled = pooler(layers[-1], config)
         self._dense_rows = tf.size(input_mask) if not skip_padding else tf.where(
             packing.packed, tf.size(packing.rows), tf.size(input_mask))

@@ -1,0 +1,144 @@
+"""The XLA-compiled element-wise chains of a bf16 training step (model/fused.py):
+the same values and gradients as the unfused ops, and only in training graphs."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_toolkit.model import fused, modeling
+
+from tiny import tiny_config
+
+tf1 = tf.compat.v1
+BF16_STEP = 2.0 ** -7  # the spacing of bf16 numbers in [1, 2)
+
+
+def bf16(values):
+    return tf.cast(tf.constant(values, tf.float32), tf.bfloat16)
+
+
+def run(fetches):
+    with tf1.Session() as session:
+        return session.run(fetches)
+
+
+def as_float(tensors):
+    return [tf.cast(t, tf.float32) for t in tensors]
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_exact"])
+def test_a_fused_activation_equals_the_float32_one_rounded(name):
+    """The fused GELU and its gradient are float32's rounded to bf16, as the unfused
+    bf16 GELU's (modeling.computed_in_fp32)."""
+    unfused = modeling.get_activation(name)
+    x = np.linspace(-6.0, 6.0, 241).astype(np.float32)
+    with tf.Graph().as_default():
+        x16 = bf16(x)
+        outputs = []
+        for activation in (unfused, fused.activation(unfused.fp32_function)):
+            y = activation(x16)
+            (g,) = tf.gradients(y, x16, grad_ys=bf16(np.full_like(x, 3.0)))
+            assert y.dtype == g.dtype == tf.bfloat16
+            outputs.append(as_float([y, g]))
+        (y_unfused, g_unfused), (y_fused, g_fused) = run(outputs)
+    # XLA's erf and tanh may differ from TensorFlow's in float32's last bits,
+    # which can move a rounding to bf16 by one step.
+    np.testing.assert_allclose(y_fused, y_unfused, rtol=BF16_STEP, atol=1e-5)
+    np.testing.assert_allclose(g_fused, g_unfused, rtol=BF16_STEP, atol=1e-5)
+
+
+def test_fused_attention_probs_mask_softmax_and_dropout_as_float32():
+    rng = np.random.RandomState(0)
+    scores = rng.normal(0, 3, [2, 3, 5, 5]).astype(np.float32)
+    mask = np.ones([2, 5], np.int32)
+    mask[1, 3:] = 0
+    keep = rng.uniform(size=scores.shape) > 0.3
+    d_probs = rng.normal(size=scores.shape).astype(np.float32)
+    with tf.Graph().as_default():
+        scores16 = bf16(scores)
+        mask_bias = modeling.attention_mask_bias(tf.constant(mask))
+        probs = fused.attention_probs(scores16, mask_bias, tf.constant(keep), 1 / 0.7)
+        (d_scores,) = tf.gradients(probs, scores16, grad_ys=bf16(d_probs))
+        # The same in float32 ops, from the same bf16 inputs.
+        scores32 = tf.cast(scores16, tf.float32)
+        expected = tf.nn.softmax(scores32 + mask_bias) * np.where(keep, 1 / 0.7, 0.0)
+        (expected_d,) = tf.gradients(expected, scores32,
+                                     grad_ys=tf.cast(bf16(d_probs), tf.float32))
+        assert probs.dtype == d_scores.dtype == tf.bfloat16
+        probs, d_scores, expected, expected_d = run(
+            as_float([probs, d_scores]) + [expected, expected_d])
+    np.testing.assert_allclose(probs, expected, rtol=BF16_STEP, atol=1e-5)
+    np.testing.assert_allclose(d_scores, expected_d, rtol=BF16_STEP, atol=1e-5)
+    assert (probs[~keep] == 0).all() and (probs[1, :, :, 3:] < 1e-6).all()
+
+
+def test_fused_dropout_add_layer_norm_and_its_four_gradients():
+    rng = np.random.RandomState(1)
+    x, residual = (rng.normal(0, 2, [6, 8]).astype(np.float32) for _ in range(2))
+    gamma, beta = rng.normal(1, 0.2, [8]).astype(np.float32), rng.normal(size=[8])
+    keep = rng.uniform(size=x.shape) > 0.1
+    dy = rng.normal(size=x.shape).astype(np.float32)
+    with tf.Graph().as_default():
+        x16, residual16 = bf16(x), bf16(residual)
+        gamma32, beta32 = tf.constant(gamma), tf.constant(beta, tf.float32)
+        y = fused.dropout_add_layer_norm(x16, residual16, gamma32, beta32, tf.constant(keep),
+                                         1 / 0.9)
+        inputs = [x16, residual16, gamma32, beta32]
+        gradients = tf.gradients(y, inputs, grad_ys=bf16(dy))
+        # The same in float32 ops, from the same bf16 inputs.
+        x32, residual32 = as_float([x16, residual16])
+        hidden = x32 * np.where(keep, 1 / 0.9, 0.0).astype(np.float32) + residual32
+        mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
+        expected = (hidden - mean) * tf.math.rsqrt(variance + 1e-12) * gamma32 + beta32
+        expected_gradients = tf.gradients(expected, [x32, residual32, gamma32, beta32],
+                                          grad_ys=tf.cast(bf16(dy), tf.float32))
+        assert y.dtype == tf.bfloat16
+        assert [g.dtype for g in gradients] == [tf.bfloat16, tf.bfloat16, tf.float32,
+                                                tf.float32]
+        values = run([as_float([y] + gradients), [expected] + expected_gradients])
+    for got, want in zip(*values):
+        np.testing.assert_allclose(got, want, rtol=2 * BF16_STEP, atol=2e-2)
+
+
+def compiled_calls(graph):
+    return [op for op in graph.get_operations()
+            if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
+
+
+def bert_graph(is_training, compute_dtype, skip_padding=False):
+    config = tiny_config()
+    with tf.Graph().as_default() as graph:
+        ids = tf.constant(np.random.RandomState(0).randint(0, config.vocab_size, [2, 8]))
+        mask = tf.constant([[1] * 8, [1] * 3 + [0] * 5])
+        model = modeling.BertModel(config, is_training, ids, mask,
+                                   compute_dtype=compute_dtype, skip_padding=skip_padding)
+        if is_training:
+            tf.gradients(tf.reduce_sum(model.get_pooled_output()), tf1.trainable_variables())
+    return graph
+
+
+def test_only_a_bf16_training_graph_is_fused():
+    """Per layer: the GELU, the attention's softmax and two layer norms, each
+    forward and backward; an inference graph (what is exported) has none."""
+    config = tiny_config()
+    assert len(compiled_calls(bert_graph(True, tf.bfloat16))) == \
+        2 * 4 * config.num_hidden_layers
+    assert not compiled_calls(bert_graph(True, tf.float32))
+    assert not compiled_calls(bert_graph(False, tf.bfloat16))
+
+
+def test_fused_packing_rounds_the_token_count_with_padding_positions():
+    mask = np.zeros([4, 200], np.int32)
+    mask[0, :70], mask[1, :5], mask[2, :90], mask[3, :100] = 1, 1, 1, 1  # 265 real
+    with tf.Graph().as_default():
+        exact = modeling.token_packing(tf.constant(mask))
+        rounded = modeling.token_packing(tf.constant(mask), row_multiple=256)
+        everything = modeling.token_packing(tf.constant(mask[:, :60]), row_multiple=256)
+        exact, rounded, everything = run([exact, rounded, everything])
+    real = np.flatnonzero(mask.reshape(-1))
+    np.testing.assert_array_equal(exact.rows, real)
+    assert len(rounded.rows) == 512 and rounded.packed
+    np.testing.assert_array_equal(rounded.rows[:265], real)
+    assert not mask.reshape(-1)[rounded.rows[265:]].any()  # padding positions, once each
+    assert len(set(rounded.rows)) == 512
+    assert sorted(everything.rows) == list(range(240))  # capped at batch * seq
