@@ -27,11 +27,17 @@ Variants (default: all that apply to the mode):
                  as before the 16-bit masks
   select-dropout fp32 with the 16-bit masks applied by a select between the scaled
                  input and zeros, as before the scaled mask multiplied in
-  bf16-select-dropout  the same in bf16
+  bf16-select-dropout  the same in bf16, unfused (see bf16-unfused)
   fused-scores   fp32 with the scale applied to the scores and a mask bias whose
                  shape grappler can infer, so that with oneDNN on the scores'
                  matmul, scale and mask add run as one _MklFusedBatchMatMulV2 (in
                  inference; training's varying lengths keep them apart)
+  bf16-unfused   bf16 training with its element-wise chains as TensorFlow ops, as
+                 before model/fused.py's XLA kernels
+  bf16-inter1    bf16 with inter_op_parallelism_threads=1
+  bf16-no-dropout  bf16 without dropout: what the masks still cost
+  bf16-relu      bf16 with ReLU instead of GELU (fused into oneDNN's matmul): what
+                 the GELU still costs
 """
 
 import argparse
@@ -47,9 +53,8 @@ sys.path.insert(0, benchlib.REPO)
 
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
                   "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout",
-                  "select-dropout", "bf16-select-dropout", "fused-scores",
-                  "bf16-no-dropout", "bf16-relu", "bf16-softmax-bf16", "bf16-gelu-bf16",
-                  "bf16-fused-gelu", "bf16-fused-softmax", "bf16-fused")
+                  "select-dropout", "bf16-select-dropout", "fused-scores", "bf16-unfused",
+                  "bf16-inter1", "bf16-no-dropout", "bf16-relu")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
 
 
@@ -65,7 +70,8 @@ def make_parser():
 
 
 def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
-                              initializer_range=0.02, attention_dropout=0.0, packing=None):
+                              initializer_range=0.02, attention_dropout=0.0, packing=None,
+                              fuse=False):
     """modeling.self_attention with one matmul for Q, K and V (a candidate, measured).
 
     The variables stay separate (Google's names and shapes) and are
@@ -77,7 +83,7 @@ def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, nu
 
     from bert_toolkit.model import modeling
     tf1 = tf.compat.v1
-    assert packing is None, "the ablation graphs run unpacked"
+    assert packing is None and not fuse, "fp32 graphs, unpacked"
     width = flat_hidden.shape[-1]
     head_size = width // num_heads
     scale = 1.0 / math.sqrt(float(head_size))
@@ -137,7 +143,7 @@ def select_dropout(input_tensor, dropout_prob):
                     tf.zeros_like(input_tensor))
 
 
-def fused_scores_attend(query, key, value, mask_bias, dropout_prob):
+def fused_scores_attend(query, key, value, mask_bias, dropout_prob, fuse=False):
     """modeling._attend with the query unscaled: matmul * scale + mask is the pattern
     oneDNN's grappler pass fuses into one kernel (a candidate, measured; fp32 only:
     a bf16 matmul's cast to float32 breaks the pattern). Its query must come from
@@ -145,38 +151,12 @@ def fused_scores_attend(query, key, value, mask_bias, dropout_prob):
     import tensorflow as tf
 
     from bert_toolkit.model import modeling
+    assert not fuse, "an fp32 graph"
     scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(query.shape[-1]))
     if mask_bias is not None:
         scores += mask_bias
     probs = modeling.dropout(tf.nn.softmax(scores), dropout_prob)
     context = tf.matmul(tf.cast(probs, value.dtype), value)
-    return tf.transpose(context, [0, 2, 1, 3])
-
-
-def bf16_softmax_attend(query, key, value, mask_bias, dropout_prob):
-    """modeling._attend with the mask, softmax and dropout in the compute dtype."""
-    import tensorflow as tf
-
-    from bert_toolkit.model import modeling
-    scores = tf.matmul(query, key, transpose_b=True)
-    if mask_bias is not None:
-        scores += tf.cast(mask_bias, scores.dtype)
-    probs = modeling.dropout(tf.nn.softmax(scores), dropout_prob)
-    context = tf.matmul(probs, value)
-    return tf.transpose(context, [0, 2, 1, 3])
-
-
-def fused_softmax_attend(query, key, value, mask_bias, dropout_prob):
-    """modeling._attend with fused.attention_probs."""
-    import tensorflow as tf
-
-    from bert_toolkit.model import fused, modeling
-    scores = tf.matmul(query, key, transpose_b=True)
-    keep, scale = None, 1.0
-    if dropout_prob:
-        keep, scale = modeling._keep_mask(tf.shape(scores), tf.size(scores), dropout_prob)
-    probs = fused.attention_probs(scores, mask_bias, keep, scale)
-    context = tf.matmul(probs, value)
     return tf.transpose(context, [0, 2, 1, 3])
 
 
@@ -219,7 +199,8 @@ def build(variant, config, features, mode):
     tf1 = tf.compat.v1
     precision = "bf16" if variant.startswith("bf16") and variant != "bf16-rewrite" else "fp32"
     original = (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
-                modeling._attend, modeling._attention_heads, modeling.attention_mask_bias)
+                modeling._attend, modeling._attention_heads, modeling.attention_mask_bias,
+                modeling.fuses_elementwise)
     if variant == "fused-scores":
         modeling._attend = fused_scores_attend
         modeling._attention_heads = unscaled(modeling._attention_heads)
@@ -237,20 +218,8 @@ def build(variant, config, features, mode):
                                                     attention_probs_dropout_prob=0.0))
     if variant == "bf16-relu":
         config = modeling.BertConfig.from_dict(dict(config.to_dict(), hidden_act="relu"))
-    activations = dict(modeling._ACTIVATIONS)
-    if variant == "bf16-gelu-bf16":
-        modeling._ACTIVATIONS["gelu_exact"] = lambda x: tf.nn.gelu(x, approximate=False)
-        modeling._ACTIVATIONS["gelu"] = lambda x: tf.nn.gelu(x, approximate=True)
-    if variant == "bf16-softmax-bf16":
-        modeling._attend = bf16_softmax_attend
-    if variant in ("bf16-fused-gelu", "bf16-fused"):
-        from bert_toolkit.model import fused
-        modeling._ACTIVATIONS["gelu_exact"] = fused.activation(
-            lambda x: tf.nn.gelu(x, approximate=False))
-        modeling._ACTIVATIONS["gelu"] = fused.activation(
-            lambda x: tf.nn.gelu(x, approximate=True))
-    if variant in ("bf16-fused-softmax", "bf16-fused"):
-        modeling._attend = fused_softmax_attend
+    if variant in ("bf16-unfused", "bf16-select-dropout"):
+        modeling.fuses_elementwise = lambda is_training, compute_dtype: False
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -283,12 +252,12 @@ def build(variant, config, features, mode):
                                                      precision=precision).train_op
     finally:
         (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
-         modeling._attend, modeling._attention_heads, modeling.attention_mask_bias) = original
-        modeling._ACTIVATIONS.update(activations)
+         modeling._attend, modeling._attention_heads, modeling.attention_mask_bias,
+         modeling.fuses_elementwise) = original
     session_config = tf1.ConfigProto()
     if variant == "bf16-rewrite":
         session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1
-    if variant == "fp32-inter1":
+    if variant in ("fp32-inter1", "bf16-inter1"):
         session_config.inter_op_parallelism_threads = 1
     if variant == "fp32-xla":
         session_config.graph_options.optimizer_options.global_jit_level = \

@@ -11,6 +11,10 @@ import time
 
 import benchlib
 
+# With --profile, BENCH_PROFILE_NODES=N also prints the N nodes (ops by name) that
+# took the most time.
+PROFILE_NODES = int(os.environ.get("BENCH_PROFILE_NODES", "0") or 0)
+
 
 def prepare_worker(args):
     """What an ours worker starts from: (matmul peak GFLOP/s at args.precision, the
@@ -86,7 +90,8 @@ def train_in_rounds(estimator, input_fn, args, peak, input_rate):
 
 
 def print_profile(result, steps, side):
-    """Prints a traced round's op types and model parts by time; returns 0."""
+    """Prints a traced round's op types, model parts, both together and (with
+    PROFILE_NODES) nodes, by time; returns 0."""
     def kind(prefix):
         return {name[len(prefix):]: t for name, t in result["op_seconds"].items()
                 if name.startswith(prefix)}
@@ -98,7 +103,7 @@ def print_profile(result, steps, side):
           "(the cores' times add up)" % (side, result["seconds"] / steps, total / steps))
     for title, seconds, limit in (("op type", op_seconds, 30), ("part of the model", parts, None),
                                   ("part of the model, op type", pairs, 30),
-                                  ("node", nodes, int(os.environ.get("BENCH_PROFILE_NODES", "0") or 0))):
+                                  ("node", nodes, PROFILE_NODES)):
         if not seconds:
             continue
         rows = [[name, "%.1f" % (1000 * t / steps), "%.1f%%" % (100 * t / total)]
@@ -137,7 +142,7 @@ def add_op_times(op_times, run_metadata):
             part = model_part(node.node_name)
             for key in ("part: " + part, "pair: %s, %s" % (part, op)):
                 op_times[key] = op_times.get(key, 0.0) + seconds
-            if os.environ.get("BENCH_PROFILE_NODES"):
+            if PROFILE_NODES:
                 key = "node: %s %s" % (op, node.node_name)
                 op_times[key] = op_times.get(key, 0.0) + seconds
 

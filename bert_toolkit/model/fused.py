@@ -86,29 +86,33 @@ def attention_probs(scores, mask_bias, keep=None, keep_scale=1.0):
         tf.constant(True) if keep is None else keep, tf.constant(keep_scale, tf.float32))
 
 
-def _dropout_add_layer_norm(x, residual, gamma, beta, keep, keep_scale, epsilon):
-    hidden = x * tf.where(keep, keep_scale, 0.0) + residual
+def _bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, keep, keep_scale, epsilon):
+    hidden = (x + bias) * tf.where(keep, keep_scale, 0.0) + residual
     mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
     return (hidden - mean) * (tf.math.rsqrt(variance + epsilon) * gamma) + beta
 
 
-def dropout_add_layer_norm(x, residual, gamma, beta, keep=None, keep_scale=1.0,
-                           epsilon=1e-12):
-    """layer_norm(dropout(x) + residual) over the last axis, computed in float32.
+def bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, keep=None, keep_scale=1.0,
+                                epsilon=1e-12):
+    """layer_norm(dropout(x + bias) + residual) over the last axis, in float32.
 
     Args:
       x, residual: [rows, hidden] (bfloat16); the result has their shape and dtype.
-      gamma, beta: float32 [hidden].
+      bias, gamma, beta: float32 [hidden].
       keep: bool [rows, hidden], dropout's mask, or None (no dropout).
       keep_scale: the kept elements' scale (a Python float).
     """
-    return compiled(_dropout_add_layer_norm, 4)(
-        x, residual, gamma, beta, tf.constant(True) if keep is None else keep,
+    return compiled(_bias_dropout_add_layer_norm, 5)(
+        x, bias, residual, gamma, beta, tf.constant(True) if keep is None else keep,
         tf.constant(keep_scale, tf.float32), tf.constant(epsilon, tf.float32))
 
 
-def activation(fp32_function):
-    """`fp32_function` (element-wise, float32) as a function of a bfloat16 tensor
-    of any shape, computed in float32 and returned in bfloat16; forward and
-    gradient each run as one XLA kernel."""
-    return compiled(fp32_function)
+@functools.lru_cache(maxsize=None)
+def biased_activation(fp32_function):
+    """`fp32_function` (element-wise, float32) of a dense layer's output as
+    function(x [rows, units] bfloat16, bias float32 [units]) -> fp32_function(x +
+    bias) [rows, units] in bfloat16, computed in float32; forward and gradient
+    (to x and bias) each run as one XLA kernel."""
+    def biased(x, bias):
+        return fp32_function(x + bias)
+    return compiled(biased, 2)

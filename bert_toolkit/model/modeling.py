@@ -66,7 +66,7 @@ def computed_in_fp32(function):
 
     def apply(x):
         return low_precision(x) if x.dtype == tf.bfloat16 else function(x)
-    apply.fp32_function = function  # for fused.activation
+    apply.fp32_function = function  # for fused.biased_activation
     return apply
 
 
@@ -311,19 +311,32 @@ def dropout(input_tensor, dropout_prob):
     return input_tensor * mask
 
 
-def dense(x, units, name, initializer_range=0.02, activation=None):
+def unbiased_dense(x, units, name, initializer_range=0.02):
+    """(x @ kernel [rows, units] in x's dtype, the float32 bias [units]) of a dense
+    layer with float32 variables `name/kernel` [in, units] and `name/bias` [units].
+
+    Args:
+      x: [rows, in] in the compute dtype.
+    """
+    with tf1.variable_scope(name):
+        kernel = tf1.get_variable("kernel", [x.shape[-1], units], dtype=tf.float32,
+                                  initializer=create_initializer(initializer_range))
+        bias = tf1.get_variable("bias", [units], dtype=tf.float32,
+                                initializer=tf1.zeros_initializer())
+    return tf.matmul(x, tf.cast(kernel, x.dtype)), bias
+
+
+def dense(x, units, name, initializer_range=0.02, activation=None, fuse=False):
     """A dense layer with float32 variables `name/kernel` [in, units], `name/bias` [units].
 
     Args:
       x: [rows, in] in the compute dtype; the result [rows, units] has the same dtype.
+      fuse: the bias and an activation of computed_in_fp32 as one XLA kernel each
+        way (fused.biased_activation).
     """
-    in_units = x.shape[-1]
-    with tf1.variable_scope(name):
-        kernel = tf1.get_variable("kernel", [in_units, units], dtype=tf.float32,
-                                  initializer=create_initializer(initializer_range))
-        bias = tf1.get_variable("bias", [units], dtype=tf.float32,
-                                initializer=tf1.zeros_initializer())
-    y = tf.matmul(x, tf.cast(kernel, x.dtype))
+    y, bias = unbiased_dense(x, units, name, initializer_range)
+    if fuse and hasattr(activation, "fp32_function"):
+        return fused.biased_activation(activation.fp32_function)(y, bias)
     y = tf.nn.bias_add(y, tf.cast(bias, x.dtype))
     return activation(y) if activation is not None else y
 
@@ -338,17 +351,23 @@ def _layer_norm_variables(hidden, name=None):
     return gamma, beta
 
 
-def dropout_add_layer_norm(x, residual, dropout_prob, fuse=False):
-    """layer_norm(dropout(x, dropout_prob) + residual): x and residual [rows, hidden]
-    in the compute dtype, the result too. `fuse`: as one XLA kernel each way
-    (fused.dropout_add_layer_norm)."""
+def dense_dropout_add_layer_norm(x, residual, dropout_prob, initializer_range=0.02,
+                                 fuse=False):
+    """layer_norm(dropout(dense(x)) + residual), the variables under dense/ and
+    LayerNorm/: x [rows, in] and residual [rows, hidden] in the compute dtype, the
+    result [rows, hidden] too. `fuse`: all but the matmul as one XLA kernel each
+    way (fused.bias_dropout_add_layer_norm)."""
+    hidden_size = residual.shape[-1]
     if not fuse:
-        return layer_norm(dropout(x, dropout_prob) + residual)
+        projected = dense(x, hidden_size, "dense", initializer_range)
+        return layer_norm(dropout(projected, dropout_prob) + residual)
+    projected, bias = unbiased_dense(x, hidden_size, "dense", initializer_range)
     keep, scale = None, 1.0
     if dropout_prob:
-        keep, scale = _keep_mask(tf.shape(x), tf.size(x), dropout_prob)
-    gamma, beta = _layer_norm_variables(x.shape[-1])
-    return fused.dropout_add_layer_norm(x, residual, gamma, beta, keep, scale)
+        keep, scale = _keep_mask(tf.shape(projected), tf.size(projected), dropout_prob)
+    gamma, beta = _layer_norm_variables(hidden_size)
+    return fused.bias_dropout_add_layer_norm(projected, bias, residual, gamma, beta, keep,
+                                             scale)
 
 
 def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
@@ -650,26 +669,25 @@ def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attent
     Args:
       flat_hidden: [batch * seq, hidden] in the compute dtype, or [tokens, hidden]
         with `packing` (pack_tokens).
-      fuse: the element-wise work in XLA kernels (_attend, dropout_add_layer_norm).
+      fuse: the element-wise work in XLA kernels (_attend, dense,
+        dense_dropout_add_layer_norm).
     Returns:
       The same shape and dtype.
     """
-    hidden_size = flat_hidden.shape[-1]
     with tf1.variable_scope("attention"):
         with tf1.variable_scope("self"):
             context = self_attention(flat_hidden, mask_bias, batch_size, seq_length,
                                      num_attention_heads, initializer_range,
                                      attention_probs_dropout_prob, packing, fuse)
         with tf1.variable_scope("output"):
-            projected = dense(context, hidden_size, "dense", initializer_range)
-            attention_output = dropout_add_layer_norm(projected, flat_hidden,
-                                                      hidden_dropout_prob, fuse)
+            attention_output = dense_dropout_add_layer_norm(
+                context, flat_hidden, hidden_dropout_prob, initializer_range, fuse)
     with tf1.variable_scope("intermediate"):
         intermediate = dense(attention_output, intermediate_size, "dense", initializer_range,
-                             intermediate_act_fn)
+                             intermediate_act_fn, fuse)
     with tf1.variable_scope("output"):
-        projected = dense(intermediate, hidden_size, "dense", initializer_range)
-        return dropout_add_layer_norm(projected, attention_output, hidden_dropout_prob, fuse)
+        return dense_dropout_add_layer_norm(intermediate, attention_output,
+                                            hidden_dropout_prob, initializer_range, fuse)
 
 
 def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
@@ -765,6 +783,13 @@ def pooler(sequence_output, config):
                      activation=tf.tanh)
 
 
+def fuses_elementwise(is_training, compute_dtype):
+    """Whether a BertModel runs its element-wise chains as XLA kernels (fused.py):
+    in bf16 training graphs, where TensorFlow's bf16 element-wise kernels are slow
+    and nothing is exported."""
+    return is_training and compute_dtype == tf.bfloat16
+
+
 class BertModel(object):
     """The BERT encoder, with the constructor and getters of the original API.
 
@@ -791,11 +816,7 @@ class BertModel(object):
         if token_type_ids is None:
             token_type_ids = tf.zeros_like(input_ids)
         config.validate()
-        # A bf16 training step runs its element-wise chains as XLA kernels (fused.py).
-        fuse = is_training and compute_dtype == tf.bfloat16
-        activation = get_activation(config.hidden_act)
-        if fuse and hasattr(activation, "fp32_function"):
-            activation = fused.activation(activation.fp32_function)
+        fuse = fuses_elementwise(is_training, compute_dtype)
         packing = token_packing(input_mask, FUSED_PACKING_ROWS if fuse else 1) \
             if skip_padding else None
         with tf1.variable_scope(scope, default_name="bert"):
@@ -807,7 +828,7 @@ class BertModel(object):
                     embeddings, attention_mask_bias(input_mask), config.num_hidden_layers,
                     num_attention_heads=config.num_attention_heads,
                     intermediate_size=config.intermediate_size,
-                    intermediate_act_fn=activation,
+                    intermediate_act_fn=get_activation(config.hidden_act),
                     hidden_dropout_prob=config.hidden_dropout_prob if is_training else 0.0,
                     attention_probs_dropout_prob=(config.attention_probs_dropout_prob
                                                   if is_training else 0.0),

@@ -27,24 +27,27 @@ def as_float(tensors):
 
 
 @pytest.mark.parametrize("name", ["gelu", "gelu_exact"])
-def test_a_fused_activation_equals_the_float32_one_rounded(name):
-    """The fused GELU and its gradient are float32's rounded to bf16, as the unfused
-    bf16 GELU's (modeling.computed_in_fp32)."""
-    unfused = modeling.get_activation(name)
-    x = np.linspace(-6.0, 6.0, 241).astype(np.float32)
+def test_a_fused_biased_activation_is_the_float32_one_rounded(name):
+    """The fused GELU(x + bias) and its gradients are float32's from the same bf16
+    inputs, rounded to bf16 (the unfused bf16 graph rounds x + bias first)."""
+    fp32_function = modeling.get_activation(name).fp32_function
+    x = np.linspace(-6.0, 6.0, 242).astype(np.float32).reshape(121, 2)
+    bias, dy = np.array([0.25, -0.5], np.float32), np.full_like(x, 3.0)
     with tf.Graph().as_default():
-        x16 = bf16(x)
-        outputs = []
-        for activation in (unfused, fused.activation(unfused.fp32_function)):
-            y = activation(x16)
-            (g,) = tf.gradients(y, x16, grad_ys=bf16(np.full_like(x, 3.0)))
-            assert y.dtype == g.dtype == tf.bfloat16
-            outputs.append(as_float([y, g]))
-        (y_unfused, g_unfused), (y_fused, g_fused) = run(outputs)
-    # XLA's erf and tanh may differ from TensorFlow's in float32's last bits,
-    # which can move a rounding to bf16 by one step.
-    np.testing.assert_allclose(y_fused, y_unfused, rtol=BF16_STEP, atol=1e-5)
-    np.testing.assert_allclose(g_fused, g_unfused, rtol=BF16_STEP, atol=1e-5)
+        x16, bias32 = bf16(x), tf.constant(bias)
+        y = fused.biased_activation(fp32_function)(x16, bias32)
+        gradients = tf.gradients(y, [x16, bias32], grad_ys=bf16(dy))
+        assert y.dtype == gradients[0].dtype == tf.bfloat16
+        assert gradients[1].dtype == tf.float32
+        x32 = tf.cast(x16, tf.float32)
+        expected = fp32_function(x32 + bias32)
+        expected_gradients = tf.gradients(expected, [x32, bias32],
+                                          grad_ys=tf.cast(bf16(dy), tf.float32))
+        values = run([as_float([y] + gradients), [expected] + expected_gradients])
+    # bf16's rounding, and XLA's erf and tanh may differ from TensorFlow's in
+    # float32's last bits.
+    for got, want in zip(*values):
+        np.testing.assert_allclose(got, want, rtol=BF16_STEP, atol=1e-5)
 
 
 def test_fused_attention_probs_mask_softmax_and_dropout_as_float32():
@@ -72,29 +75,31 @@ def test_fused_attention_probs_mask_softmax_and_dropout_as_float32():
     assert (probs[~keep] == 0).all() and (probs[1, :, :, 3:] < 1e-6).all()
 
 
-def test_fused_dropout_add_layer_norm_and_its_four_gradients():
+def test_fused_bias_dropout_add_layer_norm_and_its_five_gradients():
     rng = np.random.RandomState(1)
     x, residual = (rng.normal(0, 2, [6, 8]).astype(np.float32) for _ in range(2))
-    gamma, beta = rng.normal(1, 0.2, [8]).astype(np.float32), rng.normal(size=[8])
+    bias, gamma, beta = (rng.normal(m, 0.3, [8]).astype(np.float32) for m in (0, 1, 0))
     keep = rng.uniform(size=x.shape) > 0.1
     dy = rng.normal(size=x.shape).astype(np.float32)
     with tf.Graph().as_default():
         x16, residual16 = bf16(x), bf16(residual)
-        gamma32, beta32 = tf.constant(gamma), tf.constant(beta, tf.float32)
-        y = fused.dropout_add_layer_norm(x16, residual16, gamma32, beta32, tf.constant(keep),
-                                         1 / 0.9)
-        inputs = [x16, residual16, gamma32, beta32]
-        gradients = tf.gradients(y, inputs, grad_ys=bf16(dy))
+        bias32, gamma32, beta32 = tf.constant(bias), tf.constant(gamma), tf.constant(beta)
+        y = fused.bias_dropout_add_layer_norm(x16, bias32, residual16, gamma32, beta32,
+                                              tf.constant(keep), 1 / 0.9)
+        gradients = tf.gradients(y, [x16, bias32, residual16, gamma32, beta32],
+                                 grad_ys=bf16(dy))
         # The same in float32 ops, from the same bf16 inputs.
         x32, residual32 = as_float([x16, residual16])
-        hidden = x32 * np.where(keep, 1 / 0.9, 0.0).astype(np.float32) + residual32
+        hidden = (x32 + bias32) * np.where(keep, 1 / 0.9, 0.0).astype(np.float32) \
+            + residual32
         mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
         expected = (hidden - mean) * tf.math.rsqrt(variance + 1e-12) * gamma32 + beta32
-        expected_gradients = tf.gradients(expected, [x32, residual32, gamma32, beta32],
-                                          grad_ys=tf.cast(bf16(dy), tf.float32))
+        expected_gradients = tf.gradients(
+            expected, [x32, bias32, residual32, gamma32, beta32],
+            grad_ys=tf.cast(bf16(dy), tf.float32))
         assert y.dtype == tf.bfloat16
-        assert [g.dtype for g in gradients] == [tf.bfloat16, tf.bfloat16, tf.float32,
-                                                tf.float32]
+        assert [g.dtype for g in gradients] == [tf.bfloat16, tf.float32, tf.bfloat16,
+                                                tf.float32, tf.float32]
         values = run([as_float([y] + gradients), [expected] + expected_gradients])
     for got, want in zip(*values):
         np.testing.assert_allclose(got, want, rtol=2 * BF16_STEP, atol=2e-2)
