@@ -64,47 +64,87 @@ def compiled(fp32_function, num_differentiable=1):
     return call
 
 
-def _masked_softmax_dropout(scores, mask_bias, keep, keep_scale):
-    return tf.nn.softmax(scores + mask_bias) * tf.where(keep, keep_scale, 0.0)
+def _mix(bits):
+    """A bijective integer hash of uint32 `bits` (the "lowbias32" constants of Chris
+    Wellons' hash-prospector): every input bit flips each output bit with
+    probability close to 1/2."""
+    def shifted(value, count):
+        return tf.bitwise.right_shift(value, tf.constant(count, tf.uint32))
+    bits = tf.bitwise.bitwise_xor(bits, shifted(bits, 16)) * tf.constant(0x7FEB352D, tf.uint32)
+    bits = tf.bitwise.bitwise_xor(bits, shifted(bits, 15)) * tf.constant(0x846CA68B, tf.uint32)
+    return tf.bitwise.bitwise_xor(bits, shifted(bits, 16))
 
 
-def attention_probs(scores, mask_bias, keep=None, keep_scale=1.0):
+def _keep_scale(like, seed, threshold, scale):
+    """float32 in the shape of `like`: `scale` where an element survives dropout,
+    else 0. Element i is dropped when the high 16 bits of a hash of (i, seed) are
+    below `threshold` (uint32: the drop probability in 1/65536ths).
+
+    The mask is computed inside the kernel from the element's index, so it costs
+    no memory traffic and the backward pass computes the same mask again instead
+    of reading it (TensorFlow's Philox masks cost a tenth of a bf16 step)."""
+    index = tf.bitcast(tf.reshape(tf.range(tf.size(like)), tf.shape(like)), tf.uint32)
+    seed = tf.bitcast(seed, tf.uint32)
+    bits = _mix(_mix(tf.bitwise.bitwise_xor(index, seed[0])) + seed[1])
+    keep = tf.bitwise.right_shift(bits, tf.constant(16, tf.uint32)) >= threshold
+    return tf.where(keep, scale, 0.0)
+
+
+def _dropout_inputs(dropout):
+    seed, threshold, scale = dropout
+    return [seed, tf.constant(threshold, tf.uint32), tf.constant(scale, tf.float32)]
+
+
+def _masked_softmax(scores, mask_bias):
+    return tf.nn.softmax(scores + mask_bias)
+
+
+def _masked_softmax_dropout(scores, mask_bias, seed, threshold, scale):
+    return _masked_softmax(scores, mask_bias) * _keep_scale(scores, seed, threshold, scale)
+
+
+def attention_probs(scores, mask_bias, dropout=None):
     """The attention's probabilities after dropout, in the scores' dtype.
 
     Args:
       scores: [batch, heads, from, to], the query-key products (bfloat16).
       mask_bias: float32 [batch, 1, 1 or from, to] (attention_mask_bias) or None.
-      keep: bool [batch, heads, from, to], dropout's mask, or None (no dropout).
-      keep_scale: the kept elements' scale (a Python float).
+      dropout: None, or (seed int32 [2], threshold, scale): each element is dropped
+        with probability threshold / 65536 (see _keep_scale), the others scaled.
     Returns:
-      softmax(scores + mask_bias) * where(keep, keep_scale, 0), computed in
-      float32, [batch, heads, from, to] in the scores' dtype; the gradient
-      reaches `scores` only.
+      dropout(softmax(scores + mask_bias)), computed in float32, [batch, heads,
+      from, to] in the scores' dtype; the gradient reaches `scores` only.
     """
-    return compiled(_masked_softmax_dropout)(
-        scores, tf.zeros([], tf.float32) if mask_bias is None else mask_bias,
-        tf.constant(True) if keep is None else keep, tf.constant(keep_scale, tf.float32))
+    inputs = [scores, tf.zeros([], tf.float32) if mask_bias is None else mask_bias]
+    if dropout is None:
+        return compiled(_masked_softmax)(*inputs)
+    return compiled(_masked_softmax_dropout)(*inputs, *_dropout_inputs(dropout))
 
 
-def _bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, keep, keep_scale, epsilon):
-    hidden = (x + bias) * tf.where(keep, keep_scale, 0.0) + residual
+def _bias_add_layer_norm(x, bias, residual, gamma, beta, epsilon, keep_scale=1.0):
+    hidden = (x + bias) * keep_scale + residual
     mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
     return (hidden - mean) * (tf.math.rsqrt(variance + epsilon) * gamma) + beta
 
 
-def bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, keep=None, keep_scale=1.0,
-                                epsilon=1e-12):
+def _bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, epsilon, seed, threshold,
+                                 scale):
+    return _bias_add_layer_norm(x, bias, residual, gamma, beta, epsilon,
+                                _keep_scale(x, seed, threshold, scale))
+
+
+def bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, dropout=None, epsilon=1e-12):
     """layer_norm(dropout(x + bias) + residual) over the last axis, in float32.
 
     Args:
       x, residual: [rows, hidden] (bfloat16); the result has their shape and dtype.
       bias, gamma, beta: float32 [hidden].
-      keep: bool [rows, hidden], dropout's mask, or None (no dropout).
-      keep_scale: the kept elements' scale (a Python float).
+      dropout: None, or (seed int32 [2], threshold, scale) as in attention_probs.
     """
-    return compiled(_bias_dropout_add_layer_norm, 5)(
-        x, bias, residual, gamma, beta, tf.constant(True) if keep is None else keep,
-        tf.constant(keep_scale, tf.float32), tf.constant(epsilon, tf.float32))
+    inputs = [x, bias, residual, gamma, beta, tf.constant(epsilon, tf.float32)]
+    if dropout is None:
+        return compiled(_bias_add_layer_norm, 5)(*inputs)
+    return compiled(_bias_dropout_add_layer_norm, 5)(*inputs, *_dropout_inputs(dropout))
 
 
 @functools.lru_cache(maxsize=None)

@@ -293,6 +293,23 @@ def _keep_mask(shape, size, dropout_prob):
             float(_MASK_LEVELS) / (_MASK_LEVELS - threshold))
 
 
+def hashed_dropout(dropout_prob):
+    """The dropout of a fused kernel (fused.attention_probs): None for no dropout,
+    else (a fresh seed: int32 [2], the 16-bit threshold, the kept elements' scale).
+    The seed is drawn by a stateful op, so the masks change every step and follow
+    the graph seed. None also for a rate outside 16 bits: see fuses_dropout."""
+    threshold = dropout_threshold(dropout_prob) if dropout_prob else None
+    if threshold is None:
+        return None
+    seed = tf1.random_uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+    return seed, threshold, float(_MASK_LEVELS) / (_MASK_LEVELS - threshold)
+
+
+def fuses_dropout(dropout_prob):
+    """Whether a fused kernel can drop at `dropout_prob`: 0, or a rate 16 bits hold."""
+    return not dropout_prob or dropout_threshold(dropout_prob) is not None
+
+
 def dropout(input_tensor, dropout_prob):
     """Dropout with drop probability `dropout_prob`; a no-op for None or 0 (so eval
     and inference graphs stay lean).
@@ -358,16 +375,13 @@ def dense_dropout_add_layer_norm(x, residual, dropout_prob, initializer_range=0.
     result [rows, hidden] too. `fuse`: all but the matmul as one XLA kernel each
     way (fused.bias_dropout_add_layer_norm)."""
     hidden_size = residual.shape[-1]
-    if not fuse:
+    if not (fuse and fuses_dropout(dropout_prob)):
         projected = dense(x, hidden_size, "dense", initializer_range)
         return layer_norm(dropout(projected, dropout_prob) + residual)
     projected, bias = unbiased_dense(x, hidden_size, "dense", initializer_range)
-    keep, scale = None, 1.0
-    if dropout_prob:
-        keep, scale = _keep_mask(tf.shape(projected), tf.size(projected), dropout_prob)
     gamma, beta = _layer_norm_variables(hidden_size)
-    return fused.bias_dropout_add_layer_norm(projected, bias, residual, gamma, beta, keep,
-                                             scale)
+    return fused.bias_dropout_add_layer_norm(projected, bias, residual, gamma, beta,
+                                             hashed_dropout(dropout_prob))
 
 
 def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
@@ -581,11 +595,8 @@ def _attend(query, key, value, mask_bias, dropout_prob, fuse=False):
     query already scaled) -> context [batch, from_seq, heads, head]. `fuse`: the
     mask, softmax and dropout as one XLA kernel each way (fused.attention_probs)."""
     scores = tf.matmul(query, key, transpose_b=True)  # [batch, heads, from, to]
-    if fuse:
-        keep, scale = None, 1.0
-        if dropout_prob:
-            keep, scale = _keep_mask(tf.shape(scores), tf.size(scores), dropout_prob)
-        probs = fused.attention_probs(scores, mask_bias, keep, scale)
+    if fuse and fuses_dropout(dropout_prob):
+        probs = fused.attention_probs(scores, mask_bias, hashed_dropout(dropout_prob))
         return tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])
     # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
     scores = tf.cast(scores, tf.float32)

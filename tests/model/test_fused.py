@@ -55,53 +55,86 @@ def test_fused_attention_probs_mask_softmax_and_dropout_as_float32():
     scores = rng.normal(0, 3, [2, 3, 5, 5]).astype(np.float32)
     mask = np.ones([2, 5], np.int32)
     mask[1, 3:] = 0
-    keep = rng.uniform(size=scores.shape) > 0.3
     d_probs = rng.normal(size=scores.shape).astype(np.float32)
     with tf.Graph().as_default():
+        tf1.set_random_seed(1)
         scores16 = bf16(scores)
         mask_bias = modeling.attention_mask_bias(tf.constant(mask))
-        probs = fused.attention_probs(scores16, mask_bias, tf.constant(keep), 1 / 0.7)
+        dropout = modeling.hashed_dropout(0.3)
+        probs = fused.attention_probs(scores16, mask_bias, dropout)
         (d_scores,) = tf.gradients(probs, scores16, grad_ys=bf16(d_probs))
-        # The same in float32 ops, from the same bf16 inputs.
-        scores32 = tf.cast(scores16, tf.float32)
-        expected = tf.nn.softmax(scores32 + mask_bias) * np.where(keep, 1 / 0.7, 0.0)
-        (expected_d,) = tf.gradients(expected, scores32,
-                                     grad_ys=tf.cast(bf16(d_probs), tf.float32))
         assert probs.dtype == d_scores.dtype == tf.bfloat16
-        probs, d_scores, expected, expected_d = run(
-            as_float([probs, d_scores]) + [expected, expected_d])
-    np.testing.assert_allclose(probs, expected, rtol=BF16_STEP, atol=1e-5)
+        # The same in float32 ops from the same bf16 inputs, with the mask that the
+        # forward pass's zeros show: the backward pass must have used it too.
+        scores32 = tf.cast(scores16, tf.float32)
+        expected = tf.nn.softmax(scores32 + mask_bias)
+        keep = tf.cast(tf.not_equal(probs, 0), tf.float32) * dropout[2]
+        (expected_d,) = tf.gradients(expected * keep, scores32,
+                                     grad_ys=tf.cast(bf16(d_probs), tf.float32))
+        probs, d_scores, expected, keep, expected_d = run(
+            as_float([probs, d_scores]) + [expected, keep, expected_d])
+    np.testing.assert_allclose(probs, expected * keep, rtol=BF16_STEP, atol=1e-5)
     np.testing.assert_allclose(d_scores, expected_d, rtol=BF16_STEP, atol=1e-5)
-    assert (probs[~keep] == 0).all() and (probs[1, :, :, 3:] < 1e-6).all()
+    assert (probs[1, :, :, 3:] < 1e-6).all()
+    assert 0.1 < (keep[:, :, :, :3] == 0).mean() < 0.5
+
+
+def test_hashed_dropout_rates_and_a_new_mask_each_step():
+    """The in-kernel masks drop at the rate asked for (in 1/65536ths), differ
+    between calls and between steps, and scale what they keep."""
+    ones = np.ones([4, 12, 64, 64], np.float32)
+    with tf.Graph().as_default():
+        tf1.set_random_seed(3)
+        x = bf16(ones)
+        outputs = {rate: [fused.attention_probs(x, None, modeling.hashed_dropout(rate))
+                          for _ in range(2)] for rate in (0.1, 0.5)}
+        with tf1.Session() as session:
+            steps = [session.run(as_float(sum(outputs.values(), []))) for _ in range(2)]
+    (a, b, c, d), (a_next, _, _, _) = steps
+    for (first, second), rate in (((a, b), 0.1), ((c, d), 0.5)):
+        for probs in (first, second):
+            dropped = probs == 0
+            assert abs(dropped.mean() - rate) < 0.005, (rate, dropped.mean())
+            kept = probs[~dropped] * 64  # softmax of equal scores over 64 keys
+            np.testing.assert_allclose(kept, 1 / (1 - rate), rtol=BF16_STEP)
+        # Two calls: masks as unrelated as two independent draws.
+        assert abs(((first == 0) & (second == 0)).mean() - rate ** 2) < 0.005
+    assert ((a == 0) != (a_next == 0)).mean() > 0.1  # the next step draws anew
 
 
 def test_fused_bias_dropout_add_layer_norm_and_its_five_gradients():
     rng = np.random.RandomState(1)
-    x, residual = (rng.normal(0, 2, [6, 8]).astype(np.float32) for _ in range(2))
-    bias, gamma, beta = (rng.normal(m, 0.3, [8]).astype(np.float32) for m in (0, 1, 0))
-    keep = rng.uniform(size=x.shape) > 0.1
+    x, residual = (rng.normal(0, 2, [6, 64]).astype(np.float32) for _ in range(2))
+    bias, gamma, beta = (rng.normal(m, 0.3, [64]).astype(np.float32) for m in (0, 1, 0))
     dy = rng.normal(size=x.shape).astype(np.float32)
     with tf.Graph().as_default():
-        x16, residual16 = bf16(x), bf16(residual)
-        bias32, gamma32, beta32 = tf.constant(bias), tf.constant(gamma), tf.constant(beta)
-        y = fused.bias_dropout_add_layer_norm(x16, bias32, residual16, gamma32, beta32,
-                                              tf.constant(keep), 1 / 0.9)
-        gradients = tf.gradients(y, [x16, bias32, residual16, gamma32, beta32],
-                                 grad_ys=bf16(dy))
-        # The same in float32 ops, from the same bf16 inputs.
-        x32, residual32 = as_float([x16, residual16])
-        hidden = (x32 + bias32) * np.where(keep, 1 / 0.9, 0.0).astype(np.float32) \
-            + residual32
+        tf1.set_random_seed(2)
+        inputs = [bf16(x), tf.constant(bias), bf16(residual), tf.constant(gamma),
+                  tf.constant(beta)]
+        dropout = modeling.hashed_dropout(0.25)
+        y = fused.bias_dropout_add_layer_norm(*inputs, dropout)
+        gradients = tf.gradients(y, inputs, grad_ys=bf16(dy))
+        assert y.dtype == tf.bfloat16
+        assert [g.dtype for g in gradients] == [tf.bfloat16, tf.float32, tf.bfloat16,
+                                                tf.float32, tf.float32]
+        # The same seed on ones, with no bias, residual or affine: what the mask
+        # keeps comes out above its row's mean, what it drops below.
+        probe = fused.bias_dropout_add_layer_norm(
+            bf16(np.ones_like(x)), tf.zeros([64]), bf16(np.zeros_like(x)), tf.ones([64]),
+            tf.zeros([64]), dropout)
+        keep = tf.cast(probe > 0, tf.float32) * dropout[2]
+        # The same in float32 ops from the same bf16 inputs, with that mask.
+        x32, bias32, residual32, gamma32, beta32 = as_float(inputs)
+        hidden = (x32 + bias32) * keep + residual32
         mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
         expected = (hidden - mean) * tf.math.rsqrt(variance + 1e-12) * gamma32 + beta32
         expected_gradients = tf.gradients(
             expected, [x32, bias32, residual32, gamma32, beta32],
             grad_ys=tf.cast(bf16(dy), tf.float32))
-        assert y.dtype == tf.bfloat16
-        assert [g.dtype for g in gradients] == [tf.bfloat16, tf.float32, tf.bfloat16,
-                                                tf.float32, tf.float32]
-        values = run([as_float([y] + gradients), [expected] + expected_gradients])
-    for got, want in zip(*values):
+        values, expected_values, keep = run(
+            [as_float([y] + gradients), [expected] + expected_gradients, keep])
+    assert 0.15 < (keep == 0).mean() < 0.35
+    for got, want in zip(values, expected_values):
         np.testing.assert_allclose(got, want, rtol=2 * BF16_STEP, atol=2e-2)
 
 
