@@ -2,10 +2,11 @@
 
     python bench/plot_results.py --output docs/performance.png results/*.json
 
-One panel per kind of work (fine-tuning, inference; rows) and BERT config
-(columns), one bar per side (ours and the peers at each precision; ours in
-blues, hatched for two CPU replicas), examples/s written on each bar, each
-panel on a linear scale from zero so bar heights compare honestly.
+One panel per kind of work (fine-tuning, pre-training, inference; rows) and
+BERT config (columns), one bar per side (ours and the peers at each precision;
+ours in blues, hatched for two CPU replicas, dotted under a second TensorFlow),
+examples/s written on each bar, each panel on a linear scale from zero so bar
+heights compare honestly.
 Needs matplotlib (requirements-bench.txt).
 """
 
@@ -13,6 +14,7 @@ import argparse
 import collections
 import json
 import os
+import re
 
 # Ours in blues, the peers in warm colours; the same side has the same colour
 # in every panel.
@@ -20,6 +22,7 @@ COLOURS = {
     "ours fp32": "#9ecae1", "ours bf16": "#2171b5",
     "ours SavedModel fp32": "#9ecae1", "ours SavedModel bf16": "#2171b5",
     "torch fp32 eager": "#fdae6b", "torch bf16 autocast": "#e6550d",
+    "torch fp32 compile": "#fdd0a2", "torch bf16 compile": "#a63603",
     "onnxruntime fp32": "#a1d99b",
 }
 CONFIG_NAMES = {"minilm": "all-MiniLM-L6-v2", "base": "BERT-base"}
@@ -32,7 +35,9 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             payload = json.load(f)
-        key = (payload["bench"], payload["args"]["config"])
+        data = payload["args"].get("data", "synthetic")
+        kind = payload["bench"] + ("" if data == "synthetic" else ", %s" % data)
+        key = (kind, payload["args"]["config"])
         batches[key] = payload["args"]["batch"]
         sides = table.setdefault(key, collections.OrderedDict())
         for result in payload["results"]:
@@ -44,7 +49,7 @@ def colour(side):
     """Ours in blues, the peers in warm colours and green, the same side alike everywhere."""
     if side in COLOURS:
         return COLOURS[side]
-    base = side.replace(" x2 replicas", "")
+    base = re.sub(r" (x2 replicas|adamw|lamb|TF [\d.]+)", "", side)
     return COLOURS.get(base, "#bdbdbd")
 
 
@@ -72,6 +77,8 @@ def plot(table, batches, output, title):
             for bar, name in zip(bars, names):
                 if "replicas" in name:
                     bar.set_hatch("//")
+                if " TF 2.2" in name:
+                    bar.set_hatch("..")
             for bar, value in zip(bars, values):
                 axis.annotate("%.1f" % value if value >= 10 else "%.2f" % value,
                               (bar.get_x() + bar.get_width() / 2, value),
@@ -80,7 +87,9 @@ def plot(table, batches, output, title):
             axis.set_xticks(range(len(names)))
             axis.set_xticklabels([name.replace("ours SavedModel", "ours").replace(
                 " replicas", "\nreplicas").replace(" autocast", "\nautocast").replace(
-                " eager", "\neager").replace("onnxruntime ", "onnxruntime\n")
+                " eager", "\neager").replace("onnxruntime ", "onnxruntime\n").replace(
+                " compile", "\ncompile").replace(" TF ", "\nTF ").replace(
+                " adamw", "\nadamw").replace(" lamb", "\nlamb")
                 for name in names], fontsize=8)
             axis.set_ylim(0, max(values) * 1.18)
             axis.set_ylabel("examples/s (higher is better)", fontsize=9)
