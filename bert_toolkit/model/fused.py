@@ -12,7 +12,8 @@ backward that recomputes the forward and differentiates it. XLA fuses each
 into one loop over the bf16 tensors (docs/performance.md has the measurements).
 
 Only training graphs use these: an exported SavedModel stays free of XLA, which
-TensorFlow Serving's CPU builds do not compile by default. XLA compiles each
+TensorFlow Serving refuses on a CPU unless started with
+--xla_cpu_compilation_enabled. XLA compiles each
 function once per input shape; the callers keep the shapes to a few (batches are
 cut to multiples of 16 tokens, modeling.token_packing rounds its token count).
 """
@@ -35,10 +36,10 @@ def _in_fp32(tensor):
 @functools.lru_cache(maxsize=None)
 def compiled(fp32_function, num_differentiable=1):
     """`fp32_function(*inputs)` (element-wise work in float32, one output) as a
-    function of tensors of any float dtype: its inputs are cast to float32 and
-    its output to the first input's dtype, inside one XLA kernel; the gradient
-    reaches the first `num_differentiable` inputs (in their own dtypes) through
-    a second kernel."""
+    function of tensors of any float dtype: its float inputs are cast to float32
+    (the others, such as seeds, pass as they are) and its output to the first
+    input's dtype, inside one XLA kernel; the gradient reaches the first
+    `num_differentiable` inputs (in their own dtypes) through a second kernel."""
     @_xla
     def forward(*inputs):
         return tf.cast(fp32_function(*map(_in_fp32, inputs)), inputs[0].dtype)
