@@ -275,6 +275,11 @@ def dropout_threshold(dropout_prob):
     return threshold if 0 < threshold < _MASK_LEVELS else None
 
 
+def _kept_scale(threshold):
+    """The scale of the elements a 16-bit mask with `threshold` keeps: 1 / their share."""
+    return float(_MASK_LEVELS) / (_MASK_LEVELS - threshold)
+
+
 def _keep_mask(shape, size, dropout_prob):
     """(bool keep mask of `shape`, the scale of the kept elements)."""
     threshold = dropout_threshold(dropout_prob)
@@ -289,8 +294,7 @@ def _keep_mask(shape, size, dropout_prob):
     words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
                                         dtype=tf.uint32)
     halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
-    return (tf.reshape(halves >= threshold, shape),
-            float(_MASK_LEVELS) / (_MASK_LEVELS - threshold))
+    return tf.reshape(halves >= threshold, shape), _kept_scale(threshold)
 
 
 def hashed_dropout(dropout_prob):
@@ -302,7 +306,7 @@ def hashed_dropout(dropout_prob):
     if threshold is None:
         return None
     seed = tf1.random_uniform([2], maxval=tf.int32.max, dtype=tf.int32)
-    return seed, threshold, float(_MASK_LEVELS) / (_MASK_LEVELS - threshold)
+    return seed, threshold, _kept_scale(threshold)
 
 
 def fuses_dropout(dropout_prob):
@@ -597,12 +601,12 @@ def _attend(query, key, value, mask_bias, dropout_prob, fuse=False):
     scores = tf.matmul(query, key, transpose_b=True)  # [batch, heads, from, to]
     if fuse and fuses_dropout(dropout_prob):
         probs = fused.attention_probs(scores, mask_bias, hashed_dropout(dropout_prob))
-        return tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])
-    # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
-    scores = tf.cast(scores, tf.float32)
-    if mask_bias is not None:
-        scores += mask_bias
-    probs = dropout(tf.nn.softmax(scores), dropout_prob)
+    else:
+        # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
+        scores = tf.cast(scores, tf.float32)
+        if mask_bias is not None:
+            scores += mask_bias
+        probs = dropout(tf.nn.softmax(scores), dropout_prob)
     context = tf.matmul(tf.cast(probs, value.dtype), value)
     return tf.transpose(context, [0, 2, 1, 3])
 
