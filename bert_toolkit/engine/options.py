@@ -22,7 +22,7 @@ import os
 from typing import Optional
 
 from bert_toolkit.errors import InputError
-from bert_toolkit.model.modeling import POOLING_MODES
+from bert_toolkit.model import POOLING_MODES
 from bert_toolkit.options import Options, option
 
 PRECISIONS = ("fp32", "fp16", "bf16", "auto")

@@ -40,7 +40,7 @@ import re
 import tensorflow as tf
 
 from bert_toolkit.errors import InputError
-from bert_toolkit.model import fused
+from bert_toolkit.model import POOLING_MODES, fused
 
 tf1 = tf.compat.v1
 
@@ -760,13 +760,6 @@ def transformer_model(input_tensor, attention_mask=None, hidden_size=768,
         attention_probs_dropout_prob=attention_probs_dropout_prob,
         initializer_range=initializer_range)
     return layers if do_return_all_layers else layers[-1]
-
-
-# How a sentence (pair) becomes one vector for a classification head:
-# "pooler" is Google's tanh(dense([CLS])); "mean" averages the real tokens'
-# final states, as sentence-transformers models (e.g. all-MiniLM-L6-v2) were
-# trained, whose pooler layer was never trained.
-POOLING_MODES = ("pooler", "mean")
 
 
 def sentence_vector(model, input_mask, pooling="pooler"):
