@@ -38,6 +38,8 @@ Variants (default: all that apply to the mode):
   bf16-no-dropout  bf16 without dropout: what the masks still cost
   bf16-relu      bf16 with ReLU instead of GELU (fused into oneDNN's matmul): what
                  the GELU still costs
+  bf16-xla-sums  bf16 with the fused kernels' bias and layer-norm gradients summed
+                 over the rows inside XLA, as before TensorFlow's reduction took them
 """
 
 import argparse
@@ -54,7 +56,7 @@ sys.path.insert(0, benchlib.REPO)
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
                   "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout",
                   "select-dropout", "bf16-select-dropout", "fused-scores", "bf16-unfused",
-                  "bf16-inter1", "bf16-no-dropout", "bf16-relu")
+                  "bf16-inter1", "bf16-no-dropout", "bf16-relu", "bf16-xla-sums")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
 
 
@@ -194,13 +196,16 @@ def build(variant, config, features, mode):
     import tensorflow as tf
 
     from bert_toolkit.estimator_compat import tf_estimator
-    from bert_toolkit.model import modeling, optimization
+    from bert_toolkit.model import fused, modeling, optimization
     from bert_toolkit.tasks.classification import head as classifier_head
     tf1 = tf.compat.v1
     precision = "bf16" if variant.startswith("bf16") and variant != "bf16-rewrite" else "fp32"
     original = (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
                 modeling._attend, modeling._attention_heads, modeling.attention_mask_bias,
-                modeling.fuses_elementwise)
+                modeling.fuses_elementwise, fused._broadcast_axes)
+    # The kernels are cached and traced once: a variant that changes them gets its own.
+    fused.compiled.cache_clear()
+    fused.biased_activation.cache_clear()
     if variant == "fused-scores":
         modeling._attend = fused_scores_attend
         modeling._attention_heads = unscaled(modeling._attention_heads)
@@ -220,6 +225,8 @@ def build(variant, config, features, mode):
         config = modeling.BertConfig.from_dict(dict(config.to_dict(), hidden_act="relu"))
     if variant in ("bf16-unfused", "bf16-select-dropout"):
         modeling.fuses_elementwise = lambda is_training, compute_dtype: False
+    if variant == "bf16-xla-sums":
+        fused._broadcast_axes = lambda tensor, like: []
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -253,7 +260,9 @@ def build(variant, config, features, mode):
     finally:
         (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
          modeling._attend, modeling._attention_heads, modeling.attention_mask_bias,
-         modeling.fuses_elementwise) = original
+         modeling.fuses_elementwise, fused._broadcast_axes) = original
+        fused.compiled.cache_clear()
+        fused.biased_activation.cache_clear()
     session_config = tf1.ConfigProto()
     if variant == "bf16-rewrite":
         session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1

@@ -40,13 +40,20 @@ def test_finetune_bench_runs_the_estimator():
     assert "peer skipped: --peer=none" in out
 
 
-def test_pretraining_bench_trains_run_pretrainings_model_fn():
+def test_pretraining_bench_trains_run_pretrainings_model_fn(tmp_path):
+    results = str(tmp_path / "pretraining.json")
     out = run_bench("pretraining_bench.py", "--config=tiny", "--seq_length=32", "--batch=4",
                     "--rounds=1", "--steps_per_round=2", "--warmup_steps=1",
-                    "--peak_size=128", "--peer=none")
+                    "--peak_size=128", "--peer=none", "--json=%s" % results)
     assert "pre-training tiny, seq 32, 5 masked positions" in out
     assert "ours fp32 adamw" in out and "ours fp32 lamb" in out
     assert "peer skipped: --peer=none" in out
+    # docs/performance.md's tables are printed from such files.
+    table = run_bench("results_table.py", results).splitlines()
+    assert table[0] == "| bench run | ours |"
+    assert [line.split(" | ")[0] for line in table[2:]] == [
+        "| pre-training tiny, seq 32, batch 4, fp32 adamw",
+        "| pre-training tiny, seq 32, batch 4, fp32 lamb"]
 
 
 def test_pretraining_bench_profile_names_the_masked_lm_head():
@@ -85,9 +92,10 @@ def test_ablation_bench_builds_the_variants():
     out = run_bench("ablation_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
                     "--rounds=1", "--steps_per_round=1",
                     "--variants=fp32,fused-qkv,bf16,no-optimizer,unfused-adamw,float-dropout,"
-                    "fused-scores,bf16-unfused")
+                    "fused-scores,bf16-unfused,bf16-xla-sums")
     assert "fused-qkv" in out and "no-optimizer" in out and "float-dropout" in out
     assert "fused-scores" in out and "unfused-adamw" in out and "bf16-unfused" in out
+    assert "bf16-xla-sums" in out
 
 
 def test_text_serving_bench_compares_in_graph_with_client_tokenizing():
