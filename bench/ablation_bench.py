@@ -202,7 +202,7 @@ def build(variant, config, features, mode):
     precision = "bf16" if variant.startswith("bf16") and variant != "bf16-rewrite" else "fp32"
     original = (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
                 modeling._attend, modeling._attention_heads, modeling.attention_mask_bias,
-                modeling.fuses_elementwise, fused._broadcast_axes)
+                modeling.fuses_elementwise, fused._broadcast_over_rows)
     # The kernels are cached and traced once: a variant that changes them gets its own.
     fused.compiled.cache_clear()
     fused.biased_activation.cache_clear()
@@ -226,7 +226,7 @@ def build(variant, config, features, mode):
     if variant in ("bf16-unfused", "bf16-select-dropout"):
         modeling.fuses_elementwise = lambda is_training, compute_dtype: False
     if variant == "bf16-xla-sums":
-        fused._broadcast_axes = lambda tensor, like: []
+        fused._broadcast_over_rows = lambda tensor, like: False
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -260,7 +260,7 @@ def build(variant, config, features, mode):
     finally:
         (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
          modeling._attend, modeling._attention_heads, modeling.attention_mask_bias,
-         modeling.fuses_elementwise, fused._broadcast_axes) = original
+         modeling.fuses_elementwise, fused._broadcast_over_rows) = original
         fused.compiled.cache_clear()
         fused.biased_activation.cache_clear()
     session_config = tf1.ConfigProto()

@@ -33,10 +33,10 @@ def _in_fp32(tensor):
     return tf.cast(tensor, tf.float32) if tensor.dtype.is_floating else tensor
 
 
-def _broadcast_axes(tensor, like):
-    """The leading axes of `like` that `tensor` (a bias, a layer norm's scale: one
-    value per unit of the last axes) is broadcast over."""
-    return list(range(like.shape.rank - tensor.shape.rank))
+def _broadcast_over_rows(tensor, like):
+    """Whether `tensor` (a bias, a layer norm's scale: one value per unit of the
+    last axes) is broadcast over the leading axes of `like`."""
+    return tensor.shape.rank < like.shape.rank
 
 
 def _sum_over_rows(per_row, parameter):
@@ -71,19 +71,20 @@ def compiled(fp32_function, num_differentiable=1):
     def backward(*inputs_and_dy):
         inputs, dy = inputs_and_dy[:-1], inputs_and_dy[-1]
         inputs32 = list(map(_in_fp32, inputs))
-        for i in range(1, num_differentiable):
-            if _broadcast_axes(inputs32[i], inputs32[0]):
+        per_row = [_broadcast_over_rows(x, inputs[0]) for x in inputs[:num_differentiable]]
+        for i, broadcast in enumerate(per_row):
+            if broadcast:
                 inputs32[i] = tf.broadcast_to(inputs32[i], tf.shape(inputs32[0]))
         gradients = tf.gradients(fp32_function(*inputs32), inputs32[:num_differentiable],
                                  grad_ys=tf.cast(dy, tf.float32))
-        return [tf.cast(g, inputs[0].dtype) if _broadcast_axes(x, inputs[0])
-                else tf.cast(g, x.dtype) for g, x in zip(gradients, inputs)]
+        return [tf.cast(g, inputs[0].dtype if broadcast else x.dtype)
+                for g, x, broadcast in zip(gradients, inputs, per_row)]
 
     @tf.custom_gradient
     def apply(*inputs):
         def gradient(dy):
             differentiable = [
-                _sum_over_rows(g, x) if _broadcast_axes(x, inputs[0]) else g
+                _sum_over_rows(g, x) if _broadcast_over_rows(x, inputs[0]) else g
                 for g, x in zip(backward(*inputs, dy), inputs)]
             return differentiable + [None] * (len(inputs) - num_differentiable)
         return forward(*inputs), gradient
