@@ -14,7 +14,8 @@ import collections
 import json
 import re
 
-CONFIG_NAMES = {"minilm": "MiniLM", "base": "BERT-base"}
+from plot_results import CONFIG_NAMES
+
 # torch runs eager in fp32 and under autocast in bf16: one column for both.
 PEER_COLUMNS = (("torch", ("eager", "autocast")),
                 ("torch.compile", ("compile",)),
