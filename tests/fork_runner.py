@@ -19,7 +19,11 @@ environment (then "env" is added to it).
 
 preloads PRELOAD, then answers each line of standard input (one case as JSON, with
 its "timeout") with one line of standard output (its result as JSON), until end
-of input: the server behind tests/script_runs.py.
+of input: the server behind tests/script_runs.py. A line {"start": case} instead
+forks the case's child and answers {"pid": pid} at once, the child writing to the
+files the case names ("stdout", "stderr": paths, the same one for both allowed;
+"append": true to add to them); {"poll": pid} answers {"returncode": code or
+null}: the workers of a cluster, runs to signal or kill.
 """
 
 import importlib
@@ -49,7 +53,7 @@ WARM = [("bert_toolkit.text.tokenization", "_char_tables"),
         ("bert_toolkit.text.graph_tokenization", "_unicode_tables")]
 
 
-def run_child(case, out_path, err_path):
+def run_child(case, out_path, err_path, append=False):
     """In the forked child: runs the script as __main__ and exits with its code."""
     code = 0
     try:
@@ -67,8 +71,12 @@ def run_child(case, out_path, err_path):
         os.dup2(stdin_fd, 0)
         # A fresh sys.stdin: the inherited one may hold bytes the server read ahead.
         sys.stdin = open(0, encoding="utf-8", closefd=False)
+        opened = {}  # one open file for a path named twice: one offset, no overwriting
         for fd, path in ((1, out_path), (2, err_path)):
-            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+            if path not in opened:
+                opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | (
+                    os.O_APPEND if append else os.O_TRUNC), 0o644)
+            os.dup2(opened[path], fd)
         sys.argv = list(case["argv"])
         sys.path[:] = [os.path.dirname(os.path.abspath(case["argv"][0]))] + INTERPRETER_PATH
         runpy.run_path(case["argv"][0], run_name="__main__")
@@ -82,6 +90,30 @@ def run_child(case, out_path, err_path):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+# Exit codes of started children (start_child) reaped by run_cases_in's wait for
+# any child, kept for their poll.
+EXITED = {}
+
+
+def start_child(case):
+    """Forks the child of `case` and returns its pid without waiting for it."""
+    pid = os.fork()
+    if pid == 0:
+        run_child(case, case.get("stdout") or os.devnull, case.get("stderr") or os.devnull,
+                  case.get("append", False))
+    return pid
+
+
+def poll_child(pid):
+    """The exit code of the started child `pid`, or None while it runs."""
+    if pid not in EXITED:
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+        if reaped == 0:
+            return None
+        EXITED[pid] = os.waitstatus_to_exitcode(status)
+    return EXITED[pid]
 
 
 def run_cases(cases, parallel, timeout):
@@ -111,6 +143,9 @@ def run_cases_in(scratch, cases, parallel, timeout):
                     os.kill(child, 9)
             time.sleep(0.01)
             continue
+        if pid not in running:  # a started child, not one of these cases
+            EXITED[pid] = os.waitstatus_to_exitcode(status)
+            continue
         index, _ = running.pop(pid)
         results[index] = {"returncode": os.waitstatus_to_exitcode(status)}
         for key, suffix in (("stdout", "out"), ("stderr", "err")):
@@ -133,8 +168,13 @@ def serve():
     for module, function in WARM:
         getattr(importlib.import_module(module), function)()
     for line in iter(sys.stdin.readline, ""):
-        case = json.loads(line)
-        (result,) = run_cases([case], 1, case.get("timeout", 600))
+        request = json.loads(line)
+        if "start" in request:
+            result = {"pid": start_child(request["start"])}
+        elif "poll" in request:
+            result = {"returncode": poll_child(request["poll"])}
+        else:
+            (result,) = run_cases([request], 1, request.get("timeout", 600))
         sys.stdout.write(json.dumps(result) + "\n")
         sys.stdout.flush()
 

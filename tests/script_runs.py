@@ -10,14 +10,20 @@ importing TensorFlow, each time. A run whose environment differs from the
 server's in a variable read while TensorFlow or Python start up
 (IMPORT_TIME_VARIABLES) gets a fresh interpreter instead, so it sees that
 setting as a user's run would.
+
+`start` is subprocess.Popen's counterpart, for the runs a test signals, kills or
+runs side by side (the workers of a cluster): a forked child with its own pid,
+writing to files, with the Popen methods those tests use.
 """
 
 import atexit
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 from tiny import REPO
 
@@ -74,14 +80,79 @@ def run(argv, cwd=REPO, env=None, input=None, timeout=1200):
     if not _shares_imports(env, _server_environment()):
         return subprocess.run([sys.executable] + list(argv), cwd=cwd, env=env, input=input,
                               capture_output=True, text=True, timeout=timeout)
+    result = _ask({"argv": list(argv), "cwd": str(cwd), "environ": env, "stdin": input,
+                   "timeout": timeout})
+    return subprocess.CompletedProcess([sys.executable] + list(argv), result["returncode"],
+                                       result["stdout"], result["stderr"])
+
+
+def _ask(request):
+    """The server's answer to one request (fork_runner.serve)."""
     server, _ = _server()
-    server.stdin.write(json.dumps({"argv": list(argv), "cwd": str(cwd), "environ": env,
-                                   "stdin": input, "timeout": timeout}) + "\n")
+    server.stdin.write(json.dumps(request) + "\n")
     server.stdin.flush()
     line = server.stdout.readline()
     if not line:
         raise RuntimeError("tests/fork_runner.py --serve ended (exit code %s)"
                            % server.wait())
-    result = json.loads(line)
-    return subprocess.CompletedProcess([sys.executable] + list(argv), result["returncode"],
-                                       result["stdout"], result["stderr"])
+    return json.loads(line)
+
+
+def start(argv, cwd=REPO, env=None, stdout=None, stderr=None, append=False):
+    """subprocess.Popen([sys.executable] + argv, cwd=cwd, env=env) for argv =
+    [script, flag, ...], its output written to the file `stdout` and `stderr`
+    (paths, which exist when this returns; None: discarded; the same path for
+    both: one log), added to them with `append`. Returns a StartedRun, or a Popen
+    where the run needs a fresh interpreter (see `run`)."""
+    env = dict(os.environ if env is None else env)
+    for path in {stdout, stderr} - {None}:
+        open(path, "a" if append else "w").close()
+    if not _shares_imports(env, _server_environment()):
+        files = [open(path, "a") if path else subprocess.DEVNULL for path in (stdout, stderr)]
+        if stdout and stderr == stdout:
+            files[1] = subprocess.STDOUT
+        try:
+            return subprocess.Popen([sys.executable] + list(argv), cwd=cwd, env=env,
+                                    stdout=files[0], stderr=files[1])
+        finally:
+            for f in files:
+                if hasattr(f, "close"):
+                    f.close()
+    pid = _ask({"start": {"argv": list(argv), "cwd": str(cwd), "environ": env,
+                          "stdout": stdout and str(stdout), "stderr": stderr and str(stderr),
+                          "append": True}})["pid"]
+    return StartedRun([sys.executable] + list(argv), pid)
+
+
+class StartedRun:
+    """A script run by `start`, with the subprocess.Popen interface the tests use:
+    pid, returncode, poll, wait, send_signal, terminate, kill. Its exit code comes
+    from the server, the child's parent."""
+
+    def __init__(self, args, pid):
+        self.args, self.pid, self.returncode = args, pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = _ask({"poll": self.pid})["returncode"]
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.time() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.time() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, sig):
+        # A child that exits after this poll stays a zombie until the server's
+        # next request reaps it, so its pid cannot have been reused by then.
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)

@@ -12,7 +12,6 @@ import glob
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 
@@ -24,7 +23,6 @@ from bert_toolkit.engine import checkpoints, input_pipeline, training_plan
 
 import script_runs
 import tiny
-from tiny import REPO
 
 tf1 = tf.compat.v1
 
@@ -85,9 +83,7 @@ def _start_and_kill(command, output_dir, planned_steps):
     got to the end (or past its last checkpoint) before it could be killed.
     """
     log_path = output_dir + ".log"  # a file, not a pipe: a full pipe would stall the run
-    log = open(log_path, "w")
-    process = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
-                               stderr=log)
+    process = script_runs.start(command[1:], env=_env(), stderr=log_path)
     try:
         deadline = time.time() + 300
         while process.poll() is None and time.time() < deadline:
@@ -95,7 +91,6 @@ def _start_and_kill(command, output_dir, planned_steps):
                 break
             time.sleep(0.02)
         if process.poll() is not None:
-            log.flush()
             with open(log_path) as f:
                 assert process.returncode == 0, f.read()[-3000:]
             return None  # finished before we could interrupt it
@@ -108,7 +103,6 @@ def _start_and_kill(command, output_dir, planned_steps):
         if process.poll() is None:
             process.kill()
             process.wait()
-        log.close()
     _, step = _latest_step(output_dir)
     if step is None or not 0 < step < planned_steps:
         return None
@@ -271,9 +265,7 @@ def test_sigterm_saves_the_step_a_second_run_is_refused_and_the_rerun_resumes(tm
         "--save_checkpoints_steps=100000", "--log_every_n_steps=1"]
     planned = -(-NUM_EXAMPLES * epochs // (BATCH * 2 * 3))
     log_path = str(tmp_path / "first.log")
-    with open(log_path, "w") as log:
-        first = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
-                                 stderr=log)
+    first = script_runs.start(command[1:], env=_env(), stderr=log_path)
     try:
         _wait_for_line(first, log_path, r"^step \d+/%d " % planned)
         # Paused (still holding the lock) so it cannot finish while the second
@@ -337,8 +329,7 @@ def test_kill_during_evaluated_training_resumes_to_the_same_record(tmp_path):
 
     for attempt, epochs in enumerate((1, 2, 4)):
         killed_dir = str(tmp_path / ("killed%d" % attempt))
-        process = subprocess.Popen(command(killed_dir, epochs), cwd=REPO, env=_env(),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = script_runs.start(command(killed_dir, epochs)[1:], env=_env())
         try:
             deadline = time.time() + 300
             while process.poll() is None and time.time() < deadline:

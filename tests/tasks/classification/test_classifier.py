@@ -185,7 +185,7 @@ def test_two_workers_evaluate_stop_early_and_export_like_one_process(tmp_path):
     data_dir.mkdir()
     write_sentiment_csv(str(data_dir / "train.csv"), 64, seed=1)
     write_sentiment_csv(str(data_dir / "dev.csv"), 24, seed=2)
-    command = [sys.executable, "run_custom_classifier.py", "--task_name=custom",
+    command = ["run_custom_classifier.py", "--task_name=custom",
                "--data_dir=%s" % data_dir, "--text_a_column=sentence", "--label_column=label",
                "--vocab_file=%s" % model["vocab_file"],
                "--bert_config_file=%s" % model["bert_config_file"],
@@ -196,21 +196,24 @@ def test_two_workers_evaluate_stop_early_and_export_like_one_process(tmp_path):
                "--use_best_checkpoint"]
     two = str(tmp_path / "two")
     ports = [free_port(), free_port()]
-    procs = []
-    for index in range(2):
+    procs, log_paths = [], [str(tmp_path / ("worker%d.log" % index)) for index in range(2)]
+    for index, log_path in enumerate(log_paths):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps({
             "cluster": {"worker": ["localhost:%d" % p for p in ports]},
             "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen(command + ["--output_dir=%s" % two], cwd=REPO, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+        procs.append(script_runs.start(command + ["--output_dir=%s" % two], env=env,
+                                       stderr=log_path))
     try:
-        logs = [p.communicate(timeout=300)[1] for p in procs]
+        codes = [p.wait(timeout=300) for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    assert [p.returncode for p in procs] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    logs = []
+    for log_path in log_paths:
+        with open(log_path) as f:
+            logs.append(f.read())
+    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     assert "worker 0 of 2 (chief)" in logs[0] and "worker 1 of 2 (not chief)" in logs[1]
     # 64 examples x 8 epochs / (4 per replica x 2 workers) = 64 optimizer steps.
     assert "2 replicas x 4 examples per replica" in logs[0] and "= 64 optimizer steps" in logs[0]
@@ -224,9 +227,8 @@ def test_two_workers_evaluate_stop_early_and_export_like_one_process(tmp_path):
     assert not os.path.exists(os.path.join(two, model_selection.EVALUATING_FILE))
 
     one = str(tmp_path / "one")
-    result = subprocess.run(command + ["--output_dir=%s" % one, "--num_cpu_replicas=2"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    result = script_runs.run(command + ["--output_dir=%s" % one, "--num_cpu_replicas=2"],
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 0, result.stderr[-3000:]
     history = history_without_times(two)
     assert [e["step"] for e in history] == [8, 16] and history[-1]["stop"]

@@ -399,30 +399,29 @@ def tf_config(ports, index):
 
 
 def start_workers(args, ports, log_prefix):
+    """A run_pretraining.py worker per port (TF_CONFIG), each adding its output to
+    log_prefix.workerN.log."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    procs = []
-    for index in range(len(ports)):
-        log = open("%s.worker%d.log" % (log_prefix, index), "a")
-        procs.append((subprocess.Popen(
-            [sys.executable, "run_pretraining.py"] + args, cwd=REPO, stdout=log,
-            stderr=subprocess.STDOUT, env=dict(env, TF_CONFIG=tf_config(ports, index))), log))
-    return procs
+    return [script_runs.start(["run_pretraining.py"] + args,
+                              env=dict(env, TF_CONFIG=tf_config(ports, index)),
+                              stdout=log, stderr=log, append=True)
+            for index, log in enumerate("%s.worker%d.log" % (log_prefix, index)
+                                        for index in range(len(ports)))]
 
 
 def wait_all(procs, timeout):
-    """Exit codes of the (process, log) pairs; any still running at the deadline
-    is killed (and the wait raises), so no worker outlives the test."""
+    """Exit codes of the processes; any still running at the deadline is killed
+    (and the wait raises), so no worker outlives the test."""
     deadline = time.time() + timeout
     codes = []
     try:
-        for proc, _ in procs:
+        for proc in procs:
             codes.append(proc.wait(max(1, deadline - time.time())))
     finally:
-        for proc, log in procs:
+        for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            log.close()
     return codes
 
 
@@ -453,7 +452,7 @@ def pretraining_args(model, records, steps, *extra, warmup=5, save_every=10, log
 def wait_for_text(log_path, text, procs, timeout=240):
     """Waits until `text` is in the log file (or a worker ended, or the deadline)."""
     deadline = time.time() + timeout
-    while time.time() < deadline and all(p.poll() is None for p, _ in procs):
+    while time.time() < deadline and all(p.poll() is None for p in procs):
         with open(log_path) as f:
             if text in f.read():
                 return
@@ -499,7 +498,7 @@ def test_two_workers_stop_together_on_sigterm_to_one_and_resume_like_one_process
     procs = start_workers(common + ["--output_dir=%s" % multi_dir], ports, multi_dir)
     try:
         wait_for_text(multi_dir + ".worker0.log", "step 10/%d" % steps, procs)
-        procs[1][0].send_signal(signal.SIGTERM)
+        procs[1].send_signal(signal.SIGTERM)
     finally:
         codes = wait_all(procs, 120)
     logs = [open("%s.worker%d.log" % (multi_dir, i)).read() for i in range(2)]
@@ -565,26 +564,11 @@ def test_run_pretraining_bad_inputs(tiny_records, tmp_path):
                  {"TF_CONFIG": '{"cluster": {"worker": %s}, "task": {"type": "chief", '
                                '"index": 0}}' % ports}, "task type 'chief' is not a job"),
     }
-    procs = {}
-    for name, (extra, env, _) in cases.items():
-        full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env)
-        if "TF_CONFIG" not in env:
-            full_env.pop("TF_CONFIG", None)
-        procs[name] = subprocess.Popen(
-            [sys.executable, "run_pretraining.py", "--output_dir=%s" % (tmp_path / name)]
-            + base + extra, cwd=REPO, env=full_env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, universal_newlines=True)
-    try:
-        for name, proc in procs.items():
-            _, stderr = proc.communicate(timeout=120)
-            assert_one_line_error(subprocess.CompletedProcess([], proc.returncode, "", stderr),
-                                  cases[name][2])
-            assert not os.path.exists(str(tmp_path / name)), name
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+    for name, (extra, env, message) in cases.items():
+        result = run_script("run_pretraining.py", "--output_dir=%s" % (tmp_path / name),
+                            *(base + extra), env=env, check=False)
+        assert_one_line_error(result, message)
+        assert not os.path.exists(str(tmp_path / name)), name
 
 
 def test_tf_config_parsing():
@@ -767,22 +751,18 @@ def test_two_slurm_tasks_stop_on_sigterm_resume_and_train_like_tf_config(tiny_re
     port = _free_port_pair()
 
     def start_tasks(run):
-        procs = []
-        for rank in range(2):
-            log = open("%s.run%d.task%d.log" % (slurm_dir, run, rank), "w")
-            procs.append((subprocess.Popen(
-                [sys.executable, "run_pretraining.py", "--output_dir=%s" % slurm_dir,
-                 "--cluster_port_base=%d" % port] + common, cwd=REPO, stdout=log,
-                stderr=subprocess.STDOUT, env=dict(
-                    env, SLURM_JOB_ID="42", SLURM_PROCID=str(rank),
-                    SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="localhost",
-                    SLURM_STEP_TASKS_PER_NODE="2")), log))
-        return procs
+        logs = ["%s.run%d.task%d.log" % (slurm_dir, run, rank) for rank in range(2)]
+        return [script_runs.start(
+            ["run_pretraining.py", "--output_dir=%s" % slurm_dir,
+             "--cluster_port_base=%d" % port] + common, stdout=log, stderr=log, env=dict(
+                env, SLURM_JOB_ID="42", SLURM_PROCID=str(rank), SLURM_STEP_NUM_TASKS="2",
+                SLURM_STEP_NODELIST="localhost", SLURM_STEP_TASKS_PER_NODE="2"))
+            for rank, log in enumerate(logs)]
 
     procs = start_tasks(0)
     try:
         wait_for_text(slurm_dir + ".run0.task0.log", "step 10/%d" % steps, procs)
-        for proc, _ in procs:
+        for proc in procs:
             proc.send_signal(signal.SIGTERM)
     finally:
         codes = wait_all(procs, 120)
@@ -831,11 +811,11 @@ def test_a_lost_worker_stops_the_other_and_one_worker_resumes(tiny_records):
     try:
         deadline = time.time() + 240
         while latest_step(out) < 10 and time.time() < deadline \
-                and all(p.poll() is None for p, _ in procs):
+                and all(p.poll() is None for p in procs):
             time.sleep(0.1)
-        procs[1][0].send_signal(signal.SIGKILL)
+        procs[1].send_signal(signal.SIGKILL)
         killed = time.time()
-        code = procs[0][0].wait(timeout=180)
+        code = procs[0].wait(timeout=180)
         waited = time.time() - killed
     finally:
         wait_all(procs, 30)
