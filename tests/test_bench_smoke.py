@@ -4,26 +4,25 @@ The numbers mean nothing here; what is checked is that the commands of
 docs/performance.md still run through our code paths (Estimator training,
 SavedModel export and serving, tokenization) and print their tables, so the
 benchmarks cannot rot. The peers are switched off (--peer=none) so the test
-needs neither torch nor transformers. Marked bench: CI runs them on one platform
-(the benchmarks compare platforms themselves, with --tf_python).
+needs neither torch nor transformers. Each command runs as a child of the test
+worker's fork server (tests/script_runs.py); the sides a bench runs in
+interpreters of their own start as they do for a user.
 """
 
 import os
-import subprocess
 import sys
 
 import pytest
 
+import script_runs
 from tiny import REPO
 
 pytestmark = pytest.mark.bench
 
 
 def run_bench(script, *flags):
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "bench", script)] + list(flags),
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-        timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    result = script_runs.run([os.path.join(REPO, "bench", script)] + list(flags),
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
