@@ -1,4 +1,4 @@
-"""run_custom_classifier.py end to end, as a user runs it (a subprocess per command)."""
+"""run_custom_classifier.py end to end, as a user runs it (a process per command)."""
 
 import csv
 import glob

@@ -402,11 +402,11 @@ def start_workers(args, ports, log_prefix):
     """A run_pretraining.py worker per port (TF_CONFIG), each adding its output to
     log_prefix.workerN.log."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    logs = ["%s.worker%d.log" % (log_prefix, index) for index in range(len(ports))]
     return [script_runs.start(["run_pretraining.py"] + args,
                               env=dict(env, TF_CONFIG=tf_config(ports, index)),
                               stdout=log, stderr=log, append=True)
-            for index, log in enumerate("%s.worker%d.log" % (log_prefix, index)
-                                        for index in range(len(ports)))]
+            for index, log in enumerate(logs)]
 
 
 def wait_all(procs, timeout):
