@@ -12,7 +12,6 @@ import glob
 import os
 import re
 import signal
-import sys
 import time
 
 import numpy as np
@@ -38,7 +37,7 @@ def _env():
 
 
 def _command(model, data_dir, output_dir, epochs):
-    return [sys.executable, "run_custom_classifier.py", "--task_name=custom",
+    return ["run_custom_classifier.py", "--task_name=custom",
             "--data_dir=%s" % data_dir, "--text_a_column=sentence", "--label_column=label",
             "--vocab_file=%s" % model["vocab_file"],
             "--bert_config_file=%s" % model["bert_config_file"],
@@ -72,7 +71,7 @@ def _recorded_step(output_dir):
 
 
 def _run(command):
-    return script_runs.run(command[1:], env=_env(), timeout=600)  # command[0]: python
+    return script_runs.run(command, env=_env(), timeout=600)
 
 
 def _start_and_kill(command, output_dir, planned_steps):
@@ -83,7 +82,7 @@ def _start_and_kill(command, output_dir, planned_steps):
     got to the end (or past its last checkpoint) before it could be killed.
     """
     log_path = output_dir + ".log"  # a file, not a pipe: a full pipe would stall the run
-    process = script_runs.start(command[1:], env=_env(), stderr=log_path)
+    process = script_runs.start(command, env=_env(), stderr=log_path)
     try:
         deadline = time.time() + 300
         while process.poll() is None and time.time() < deadline:
@@ -265,7 +264,7 @@ def test_sigterm_saves_the_step_a_second_run_is_refused_and_the_rerun_resumes(tm
         "--save_checkpoints_steps=100000", "--log_every_n_steps=1"]
     planned = -(-NUM_EXAMPLES * epochs // (BATCH * 2 * 3))
     log_path = str(tmp_path / "first.log")
-    first = script_runs.start(command[1:], env=_env(), stderr=log_path)
+    first = script_runs.start(command, env=_env(), stderr=log_path)
     try:
         _wait_for_line(first, log_path, r"^step \d+/%d " % planned)
         # Paused (still holding the lock) so it cannot finish while the second
@@ -329,7 +328,7 @@ def test_kill_during_evaluated_training_resumes_to_the_same_record(tmp_path):
 
     for attempt, epochs in enumerate((1, 2, 4)):
         killed_dir = str(tmp_path / ("killed%d" % attempt))
-        process = script_runs.start(command(killed_dir, epochs)[1:], env=_env())
+        process = script_runs.start(command(killed_dir, epochs), env=_env())
         try:
             deadline = time.time() + 300
             while process.poll() is None and time.time() < deadline:
