@@ -22,7 +22,7 @@ its "timeout") with one line of standard output (its result as JSON), until end
 of input: the server behind tests/script_runs.py. A line {"start": case} instead
 forks the case's child and answers {"pid": pid} at once, the child writing to the
 files the case names ("stdout", "stderr": paths, the same one for both allowed;
-"append": true to add to them); {"poll": pid} answers {"returncode": code or
+added to, as every child's files are); {"poll": pid} answers {"returncode": code or
 null}: the workers of a cluster, runs to signal or kill.
 """
 
@@ -53,8 +53,10 @@ WARM = [("bert_toolkit.text.tokenization", "_char_tables"),
         ("bert_toolkit.text.graph_tokenization", "_unicode_tables")]
 
 
-def run_child(case, out_path, err_path, append=False):
-    """In the forked child: runs the script as __main__ and exits with its code."""
+def run_child(case, out_path, err_path):
+    """In the forked child: runs the script as __main__ and exits with its code.
+    Its output is added to `out_path` and `err_path`: a run case's are fresh
+    scratch files, a started one's were made (or kept) by its caller."""
     code = 0
     try:
         os.chdir(case["cwd"])
@@ -74,8 +76,7 @@ def run_child(case, out_path, err_path, append=False):
         opened = {}  # one open file for a path named twice: one offset, no overwriting
         for fd, path in ((1, out_path), (2, err_path)):
             if path not in opened:
-                opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | (
-                    os.O_APPEND if append else os.O_TRUNC), 0o644)
+                opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.dup2(opened[path], fd)
         sys.argv = list(case["argv"])
         sys.path[:] = [os.path.dirname(os.path.abspath(case["argv"][0]))] + INTERPRETER_PATH
@@ -101,8 +102,7 @@ def start_child(case):
     """Forks the child of `case` and returns its pid without waiting for it."""
     pid = os.fork()
     if pid == 0:
-        run_child(case, case.get("stdout") or os.devnull, case.get("stderr") or os.devnull,
-                  case.get("append", False))
+        run_child(case, case.get("stdout") or os.devnull, case.get("stderr") or os.devnull)
     return pid
 
 

@@ -119,8 +119,8 @@ def start(argv, cwd=REPO, env=None, stdout=None, stderr=None, append=False):
                 if hasattr(f, "close"):
                     f.close()
     pid = _ask({"start": {"argv": list(argv), "cwd": str(cwd), "environ": env,
-                          "stdout": stdout and str(stdout), "stderr": stderr and str(stderr),
-                          "append": True}})["pid"]
+                          "stdout": stdout and str(stdout),
+                          "stderr": stderr and str(stderr)}})["pid"]
     return StartedRun([sys.executable] + list(argv), pid)
 
 
