@@ -194,3 +194,32 @@ def test_the_saver_also_saves_at_evaluation_steps_and_calls_back_unless_stopping
     StopHook.received = 15
     assert listener.after_save(None, 4) is False and calls == [4, 8]
     assert training.training_clock() - before < 1.0
+
+
+def test_a_peak_the_model_beats_is_raised_to_its_rate_and_said_once(monkeypatch):
+    """A start-up peak measured on a busy machine would show MFU over 100%: the
+    line shows 100% against the rate reached, one warning names both rates, and
+    a later, slower line is against the raised peak."""
+    import collections
+
+    from bert_toolkit.engine import training
+    lines, warnings = [], []
+    monkeypatch.setattr(training.console, "info",
+                        lambda message, *a: lines.append(message % a if a else message))
+    monkeypatch.setattr(training.console, "warning",
+                        lambda message, *a: warnings.append(message % a if a else message))
+    clock = iter([100.0, 101.0, 103.0])
+    monkeypatch.setattr(training.time, "time", lambda: next(clock))
+    with tf.Graph().as_default():
+        tf1.train.get_or_create_global_step()
+        hook = training.TrainingLogHook(
+            {}, examples_per_call=1, every_n_steps=1, total_steps=10,
+            flops_per_example=lambda length, dense: 2e12, matmul_peak_flops=1e12)
+        hook.begin()
+    Values = collections.namedtuple("Values", ["results"])
+    for step in range(3):
+        hook.after_run(_RunContext(step), Values({training.SEQUENCE_LENGTH: 8}))
+    # 2e12 FLOPs in 1 s against a peak of 1e12, then 2e12 in 2 s.
+    assert [line.rsplit(" ", 1)[-1] for line in lines] == ["100.0%", "50.0%"], lines
+    assert len(warnings) == 1 and "ran at 2 TFLOP/s, above the matmul peak of 1 TFLOP/s" \
+        in warnings[0], warnings
