@@ -38,6 +38,8 @@ Variants (default: all that apply to the mode):
   bf16-no-dropout  bf16 without dropout: what the masks still cost
   bf16-relu      bf16 with ReLU instead of GELU (fused into oneDNN's matmul): what
                  the GELU still costs
+  fp32-fused     fp32 training with the element-wise chains as model/fused.py's XLA
+                 kernels, as bf16 training runs them
   bf16-xla-sums  bf16 with the fused kernels' bias and layer-norm gradients summed
                  over the rows inside XLA, as before TensorFlow's reduction took them
 """
@@ -56,7 +58,8 @@ sys.path.insert(0, benchlib.REPO)
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
                   "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout",
                   "select-dropout", "bf16-select-dropout", "fused-scores", "bf16-unfused",
-                  "bf16-inter1", "bf16-no-dropout", "bf16-relu", "bf16-xla-sums")
+                  "bf16-inter1", "bf16-no-dropout", "bf16-relu", "bf16-xla-sums",
+                  "fp32-fused")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
 
 
@@ -225,6 +228,8 @@ def build(variant, config, features, mode):
         config = modeling.BertConfig.from_dict(dict(config.to_dict(), hidden_act="relu"))
     if variant in ("bf16-unfused", "bf16-select-dropout"):
         modeling.fuses_elementwise = lambda is_training, compute_dtype: False
+    if variant == "fp32-fused":
+        modeling.fuses_elementwise = lambda is_training, compute_dtype: is_training
     if variant == "bf16-xla-sums":
         fused._broadcast_over_rows = lambda tensor, like: False
     graph = tf.Graph()
