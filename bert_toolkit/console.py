@@ -128,7 +128,12 @@ def is_due(done, last_done, now, last_time, every_n, total, every_seconds=PROGRE
 
 class Progress(object):
     """Progress of `total` units (examples, documents, requests; None: unknown)
-    on stderr: a line when one is due (is_due), and `finish` with the rate."""
+    on stderr: a line when one is due (is_due), and `finish` with the rate.
+
+    The rate and the time left are those of the units after the first add: the
+    first batch of an evaluation also starts the session (seconds of graph
+    optimisation), and a line on it alone promised minutes for seconds of work.
+    So the first line comes a second or more after the first add."""
 
     def __init__(self, unit, total, every_n=None, clock=None, show=True):
         self._clock = clock or time.time
@@ -137,11 +142,15 @@ class Progress(object):
         self._every_n = every_n or (max(1, total // 10) if total is not None else float("inf"))
         self._start = self._last_time = self._clock()
         self._last_done = 0
+        self._first = None  # (done, time) after the first add
         self._show = show
 
     def add(self, count):
         self.done += count
         now = self._clock()
+        if self._first is None:
+            self._first, self._last_time = (self.done, now), now
+            return
         total = self.total if self.total is not None else float("inf")
         # At most a line a second: a short run says little, and that once.
         if self.done < total and now - self._last_time >= 1.0 and is_due(
@@ -151,8 +160,15 @@ class Progress(object):
             self._print(now)
 
     def line(self, now=None):
-        elapsed = max((now or self._clock()) - self._start, 1e-9)
-        rate = self.done / elapsed
+        now = now or self._clock()
+        elapsed = max(now - self._start, 1e-9)
+        first_done, first_time = self._first or (0, self._start)
+        # A second at least: units handed over one by one from one batch would
+        # give a rate of thousands.
+        if self.done > first_done and now - first_time >= 1.0:
+            rate = (self.done - first_done) / (now - first_time)
+        else:
+            rate = self.done / elapsed
         left = (seconds_left(self.done, self.total, 1.0 / max(rate, 1e-9))
                 if self.total is not None else None)
         return progress_line(self.unit, self.done, self.total, rate, self.unit + "s", elapsed,

@@ -39,6 +39,39 @@ def test_progress_counts_to_the_total_with_time_left():
     assert progress.line().endswith("40 s elapsed, done")
 
 
+def test_progress_rate_and_time_left_leave_out_the_first_batchs_start_up():
+    """An evaluation's first batch also starts the session: 8 of 800 examples in
+    2 s would promise 3 min 18 s. No line then; the next one is at the pace of
+    the batches after it."""
+    now, lines = [0.0], []
+    progress = console.Progress("example", 800, clock=lambda: now[0])
+    progress._print = lambda at: lines.append(progress.line(at))
+    now[0] = 2.0
+    progress.add(8)
+    assert lines == []
+    now[0] = 3.0
+    progress.add(168)
+    assert lines == ["example 176/800 (22%), 168.0 examples/s, 3 s elapsed, 4 s left"]
+    now[0] = 6.0
+    progress.add(624)
+    progress.finish()
+    assert lines[-1] == "example 800/800 (100%), 198.0 examples/s, 6 s elapsed, done"
+    # Predictions handed over one by one from the first batch: no line within a
+    # second of the first, and no rate from a moment.
+    lines.clear()
+    now[0] = 0.0
+    progress = console.Progress("example", 4, clock=lambda: now[0])
+    progress._print = lambda at: lines.append(progress.line(at))
+    now[0] = 2.0
+    progress.add(1)
+    now[0] = 2.001
+    progress.add(1)
+    assert lines == []
+    progress.add(2)
+    progress.finish()
+    assert lines == ["example 4/4 (100%), 2.0 examples/s, 2 s elapsed, done"]
+
+
 def test_short_training_shows_progress_and_a_final_line_and_no_chatter(tmp_path):
     model = write_tiny_model(str(tmp_path / "model"))
     data_dir = tmp_path / "data"
