@@ -1,5 +1,6 @@
 """The training log line (engine/training.py)."""
 
+import collections
 
 import numpy as np
 import tensorflow as tf
@@ -11,22 +12,11 @@ def test_training_log_line_shows_mfu_and_the_numbers_of_the_last_update(monkeypa
     """Two calls make one accumulated update: the line counts both calls' FLOPs
     (each at its own sequence length) and shows the gradient norm of the call
     that updated, not the NaN of the call that only accumulated."""
-    import collections
-
     from bert_toolkit.engine import training
-    lines = []
-    monkeypatch.setattr(training.console, "info",
-                        lambda message, *a: lines.append(message % a if a else message))
-    clock = iter([100.0, 101.0, 103.0])
-    monkeypatch.setattr(training.time, "time", lambda: next(clock))
-    with tf.Graph().as_default():
-        tf1.train.get_or_create_global_step()
-        hook = training.TrainingLogHook(
-            {}, examples_per_call=4, every_n_steps=1, total_steps=10,
-            flops_per_example=lambda length, dense: 1e9 * (length if dense is None else dense),
-            matmul_peak_flops=1e12)
-        hook.begin()
-    Values = collections.namedtuple("Values", ["results"])
+    lines = _captured(monkeypatch, "info")
+    hook = _begun_log_hook(
+        monkeypatch, [100.0, 101.0, 103.0], examples_per_call=4,
+        flops_per_example=lambda length, dense: 1e9 * (length if dense is None else dense))
     for step, closed, norm, length, dense in [(0, True, 1.0, 16, None),
                                               (0, False, np.nan, 10, None),
                                               (1, True, 2.5, 20, 5.0)]:
@@ -34,10 +24,37 @@ def test_training_log_line_shows_mfu_and_the_numbers_of_the_last_update(monkeypa
                   training.CYCLE_CLOSED: closed, training.SEQUENCE_LENGTH: length}
         if dense is not None:  # the encoder skipped padding: 5 tokens an example
             logged[training.DENSE_TOKENS] = dense
-        hook.after_run(_RunContext(step), Values(logged))
+        hook.after_run(_RunContext(step), _Values(logged))
     # 4 examples x 1e9 x (10 + 5) FLOPs in the 3 s since the first call, peak 1e12.
     assert len(lines) == 1 and lines[0].startswith("step 1/10 (10%), 2.7 examples/s")
     assert "gradient norm 2.5" in lines[0] and lines[0].endswith("MFU 2.0%")
+
+
+def _captured(monkeypatch, level):
+    """The lines training.console.<level> is given, as a list that fills."""
+    from bert_toolkit.engine import training
+    lines = []
+    monkeypatch.setattr(training.console, level,
+                        lambda message, *a: lines.append(message % a if a else message))
+    return lines
+
+
+def _begun_log_hook(monkeypatch, clock_times, examples_per_call, flops_per_example):
+    """A begun TrainingLogHook (10 steps, a line every step, a peak of 1 TFLOP/s)
+    whose clock reads `clock_times`, one per call."""
+    from bert_toolkit.engine import training
+    clock = iter(clock_times)
+    monkeypatch.setattr(training.time, "time", lambda: next(clock))
+    with tf.Graph().as_default():
+        tf1.train.get_or_create_global_step()
+        hook = training.TrainingLogHook(
+            {}, examples_per_call=examples_per_call, every_n_steps=1, total_steps=10,
+            flops_per_example=flops_per_example, matmul_peak_flops=1e12)
+        hook.begin()
+    return hook
+
+
+_Values = collections.namedtuple("Values", ["results"])
 
 
 class _RunContext:
@@ -200,25 +217,12 @@ def test_a_peak_the_model_beats_is_raised_to_its_rate_and_said_once(monkeypatch)
     """A start-up peak measured on a busy machine would show MFU over 100%: the
     line shows 100% against the rate reached, one warning names both rates, and
     a later, slower line is against the raised peak."""
-    import collections
-
     from bert_toolkit.engine import training
-    lines, warnings = [], []
-    monkeypatch.setattr(training.console, "info",
-                        lambda message, *a: lines.append(message % a if a else message))
-    monkeypatch.setattr(training.console, "warning",
-                        lambda message, *a: warnings.append(message % a if a else message))
-    clock = iter([100.0, 101.0, 103.0])
-    monkeypatch.setattr(training.time, "time", lambda: next(clock))
-    with tf.Graph().as_default():
-        tf1.train.get_or_create_global_step()
-        hook = training.TrainingLogHook(
-            {}, examples_per_call=1, every_n_steps=1, total_steps=10,
-            flops_per_example=lambda length, dense: 2e12, matmul_peak_flops=1e12)
-        hook.begin()
-    Values = collections.namedtuple("Values", ["results"])
+    lines, warnings = _captured(monkeypatch, "info"), _captured(monkeypatch, "warning")
+    hook = _begun_log_hook(monkeypatch, [100.0, 101.0, 103.0], examples_per_call=1,
+                           flops_per_example=lambda length, dense: 2e12)
     for step in range(3):
-        hook.after_run(_RunContext(step), Values({training.SEQUENCE_LENGTH: 8}))
+        hook.after_run(_RunContext(step), _Values({training.SEQUENCE_LENGTH: 8}))
     # 2e12 FLOPs in 1 s against a peak of 1e12, then 2e12 in 2 s.
     assert [line.rsplit(" ", 1)[-1] for line in lines] == ["100.0%", "50.0%"], lines
     assert len(warnings) == 1 and "ran at 2 TFLOP/s, above the matmul peak of 1 TFLOP/s" \
