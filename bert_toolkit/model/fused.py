@@ -6,10 +6,12 @@ each, and its CPU kernels for bfloat16 element-wise ops are not vectorised, so
 those chains are computed in float32 around casts. Between the matmuls of a
 bf16 step that left a third of its time to element-wise work: GELU and its
 gradient; the attention's mask, softmax, dropout and casts; dropout, the
-residual add and layer norm. Here each chain is a float32 function that
-`compiled` turns into two `tf.function(jit_compile=True)`: the forward, and a
-backward that recomputes the forward and differentiates it. XLA fuses each
-into one loop over the bf16 tensors (docs/performance.md has the measurements).
+residual add and layer norm. Here each chain is computed in float32 by two
+`tf.function(jit_compile=True)` tied by `tf.custom_gradient`: the forward, and
+the backward, which recomputes what is cheap to recompute (the dropout mask,
+x + bias) and reads what is not (the attention's probabilities, the layer
+norm's moments) from the forward. XLA fuses each into a few loops over the
+bf16 tensors (docs/performance.md has the measurements).
 
 Only training graphs use these: an exported SavedModel stays free of XLA, which
 TensorFlow Serving refuses on a CPU unless started with
@@ -29,70 +31,17 @@ def _xla(function):
     return tf.function(function, jit_compile=True, autograph=False)
 
 
-def _in_fp32(tensor):
-    return tf.cast(tensor, tf.float32) if tensor.dtype.is_floating else tensor
-
-
-def _broadcast_over_rows(tensor, like):
-    """Whether `tensor` (a bias, a layer norm's scale: one value per unit of the
-    last axes) is broadcast over the leading axes of `like`."""
-    return tensor.shape.rank < like.shape.rank
-
-
 def _sum_over_rows(per_row, parameter):
     """per_row [rows..., units...] -> its sum over the rows, in the parameter's
     shape and dtype: a matmul with a row of ones, which oneDNN accumulates in
-    float32 (a bf16 reduction of TensorFlow's own is not vectorised)."""
+    float32. It runs outside the kernels, as oneDNN sums every weight gradient of
+    a bf16 matmul: a bf16 reduction of TensorFlow's own is not vectorised, and
+    inside XLA that sum is a strided scalar loop on TensorFlow 2.15 (9.5 ms for
+    [1024, 3072], 1.5 ms on 2.21; taking it out made the 2.15 step 1.09-1.10x
+    faster, docs/performance.md)."""
     flat = tf.reshape(per_row, [-1, tf.size(parameter)])
     ones = tf.ones([1, tf.shape(flat)[0]], per_row.dtype)
     return tf.reshape(tf.cast(tf.matmul(ones, flat), parameter.dtype), tf.shape(parameter))
-
-
-@functools.lru_cache(maxsize=None)
-def compiled(fp32_function, num_differentiable=1):
-    """`fp32_function(*inputs)` (element-wise work in float32, one output) as a
-    function of tensors of any float dtype: its float inputs are cast to float32
-    (the others, such as seeds, pass as they are) and its output to the first
-    input's dtype, inside one XLA kernel; the gradient reaches the first
-    `num_differentiable` inputs (in their own dtypes) through a second kernel.
-
-    A differentiable input of lower rank than the first (a bias, a layer norm's
-    scale: one value per unit, broadcast over the rows) gets its gradient per
-    row from the kernel, in the first input's dtype, summed over the rows
-    outside XLA (_sum_over_rows), as oneDNN sums every weight gradient of a bf16
-    matmul. Inside XLA that sum is a strided scalar loop on TensorFlow 2.15
-    (9.5 ms for [1024, 3072], 1.5 ms on 2.21): taking it out made the 2.15 step
-    1.09-1.10x faster and left 2.21's as it was (docs/performance.md)."""
-    @_xla
-    def forward(*inputs):
-        return tf.cast(fp32_function(*map(_in_fp32, inputs)), inputs[0].dtype)
-
-    @_xla
-    def backward(*inputs_and_dy):
-        inputs, dy = inputs_and_dy[:-1], inputs_and_dy[-1]
-        inputs32 = list(map(_in_fp32, inputs))
-        per_row = [_broadcast_over_rows(x, inputs[0]) for x in inputs[:num_differentiable]]
-        for i, broadcast in enumerate(per_row):
-            if broadcast:
-                inputs32[i] = tf.broadcast_to(inputs32[i], tf.shape(inputs32[0]))
-        gradients = tf.gradients(fp32_function(*inputs32), inputs32[:num_differentiable],
-                                 grad_ys=tf.cast(dy, tf.float32))
-        return [tf.cast(g, inputs[0].dtype if broadcast else x.dtype)
-                for g, x, broadcast in zip(gradients, inputs, per_row)]
-
-    @tf.custom_gradient
-    def apply(*inputs):
-        def gradient(dy):
-            differentiable = [
-                _sum_over_rows(g, x) if _broadcast_over_rows(x, inputs[0]) else g
-                for g, x in zip(backward(*inputs, dy), inputs)]
-            return differentiable + [None] * (len(inputs) - num_differentiable)
-        return forward(*inputs), gradient
-
-    def call(*inputs):
-        tensorflow_env.quiet_first_xla_compile()
-        return apply(*inputs)
-    return call
 
 
 def _mix(bits):
@@ -126,12 +75,17 @@ def _dropout_inputs(dropout):
     return [seed, tf.constant(threshold, tf.uint32), tf.constant(scale, tf.float32)]
 
 
-def _masked_softmax(scores, mask_bias):
-    return tf.nn.softmax(scores + mask_bias)
+@_xla
+def _attention_probs_forward(scores, mask_bias, seed, threshold, scale):
+    probs = tf.nn.softmax(tf.cast(scores, tf.float32) + mask_bias)
+    return tf.cast(probs * _keep_scale(probs, seed, threshold, scale), scores.dtype), probs
 
 
-def _masked_softmax_dropout(scores, mask_bias, seed, threshold, scale):
-    return _masked_softmax(scores, mask_bias) * _keep_scale(scores, seed, threshold, scale)
+@_xla
+def _attention_probs_backward(probs, d_dropped, seed, threshold, scale):
+    d_probs = tf.cast(d_dropped, tf.float32) * _keep_scale(probs, seed, threshold, scale)
+    d_scores = probs * (d_probs - tf.reduce_sum(d_probs * probs, axis=-1, keepdims=True))
+    return tf.cast(d_scores, d_dropped.dtype)
 
 
 def attention_probs(scores, mask_bias, dropout=None):
@@ -145,23 +99,56 @@ def attention_probs(scores, mask_bias, dropout=None):
     Returns:
       dropout(softmax(scores + mask_bias)), computed in float32, [batch, heads,
       from, to] in the scores' dtype; the gradient reaches `scores` only.
+
+    Unlike the other kernels, the backward pass does not recompute its forward:
+    it reads the float32 probabilities the forward kept (four bytes a score,
+    where the scores themselves are two). The exponentials and the two sums over
+    each row cost more than that traffic: 1.xx of the MiniLM bf16 step
+    (docs/performance.md). No dropout is a threshold of 0, which keeps everything.
     """
-    inputs = [scores, tf.zeros([], tf.float32) if mask_bias is None else mask_bias]
-    if dropout is None:
-        return compiled(_masked_softmax)(*inputs)
-    return compiled(_masked_softmax_dropout)(*inputs, *_dropout_inputs(dropout))
+    tensorflow_env.quiet_first_xla_compile()
+    dropout_inputs = _dropout_inputs(dropout or (tf.zeros([2], tf.int32), 0, 1.0))
+    mask_bias = tf.zeros([], tf.float32) if mask_bias is None else mask_bias
+
+    @tf.custom_gradient
+    def apply(scores):
+        dropped, probs = _attention_probs_forward(scores, mask_bias, *dropout_inputs)
+
+        def gradient(d_dropped):
+            return _attention_probs_backward(probs, d_dropped, *dropout_inputs)
+        return dropped, gradient
+    return apply(scores)
 
 
-def _bias_add_layer_norm(x, bias, residual, gamma, beta, epsilon, keep_scale=1.0):
-    hidden = (x + bias) * keep_scale + residual
+def _dropped_hidden(x, bias, residual, seed, threshold, scale):
+    """float32 (dropout(x + bias) + residual, the dropout's keep scale)."""
+    x = tf.cast(x, tf.float32) + bias
+    keep_scale = _keep_scale(x, seed, threshold, scale)
+    return x * keep_scale + tf.cast(residual, tf.float32), keep_scale
+
+
+@_xla
+def _layer_norm_forward(x, bias, residual, gamma, beta, epsilon, seed, threshold, scale):
+    hidden, _ = _dropped_hidden(x, bias, residual, seed, threshold, scale)
     mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
-    return (hidden - mean) * (tf.math.rsqrt(variance + epsilon) * gamma) + beta
+    inverse_std = tf.math.rsqrt(variance + epsilon)
+    normalized = (hidden - mean) * (inverse_std * gamma) + beta
+    return tf.cast(normalized, x.dtype), mean, inverse_std
 
 
-def _bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, epsilon, seed, threshold,
-                                 scale):
-    return _bias_add_layer_norm(x, bias, residual, gamma, beta, epsilon,
-                                _keep_scale(x, seed, threshold, scale))
+@_xla
+def _layer_norm_backward(x, bias, residual, gamma, mean, inverse_std, dy, seed, threshold,
+                         scale):
+    hidden, keep_scale = _dropped_hidden(x, bias, residual, seed, threshold, scale)
+    standardized = (hidden - mean) * inverse_std
+    dy = tf.cast(dy, tf.float32)
+    d_standardized = dy * gamma
+    d_hidden = inverse_std * (
+        d_standardized - tf.reduce_mean(d_standardized, axis=-1, keepdims=True)
+        - standardized * tf.reduce_mean(d_standardized * standardized, axis=-1,
+                                        keepdims=True))
+    return (tf.cast(d_hidden * keep_scale, x.dtype), tf.cast(d_hidden, x.dtype),
+            tf.cast(dy * standardized, x.dtype))
 
 
 def bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, dropout=None, epsilon=1e-12):
@@ -171,19 +158,58 @@ def bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, dropout=None, ep
       x, residual: [rows, hidden] (bfloat16); the result has their shape and dtype.
       bias, gamma, beta: float32 [hidden].
       dropout: None, or (seed int32 [2], threshold, scale) as in attention_probs.
+
+    The forward kernel keeps each row's mean and inverse standard deviation
+    (float32 [rows, 1]) for the backward one, which returns only the three
+    gradients that differ per row (x's, which is also the bias's per row; the
+    residual's; gamma's per row); beta's is the sum of dy. Letting XLA
+    differentiate the forward instead recomputed the moments and wrote five
+    [rows, hidden] gradients, two of them copies: 1.xx of the MiniLM bf16 step.
     """
-    inputs = [x, bias, residual, gamma, beta, tf.constant(epsilon, tf.float32)]
-    if dropout is None:
-        return compiled(_bias_add_layer_norm, 5)(*inputs)
-    return compiled(_bias_dropout_add_layer_norm, 5)(*inputs, *_dropout_inputs(dropout))
+    tensorflow_env.quiet_first_xla_compile()
+    dropout_inputs = _dropout_inputs(dropout or (tf.zeros([2], tf.int32), 0, 1.0))
+    epsilon = tf.constant(epsilon, tf.float32)
+
+    @tf.custom_gradient
+    def apply(x, bias, residual, gamma, beta):
+        normalized, mean, inverse_std = _layer_norm_forward(
+            x, bias, residual, gamma, beta, epsilon, *dropout_inputs)
+
+        def gradient(dy):
+            d_x, d_residual, d_gamma_per_row = _layer_norm_backward(
+                x, bias, residual, gamma, mean, inverse_std, dy, *dropout_inputs)
+            return (d_x, _sum_over_rows(d_x, bias), d_residual,
+                    _sum_over_rows(d_gamma_per_row, gamma), _sum_over_rows(dy, beta))
+        return normalized, gradient
+    return apply(x, bias, residual, gamma, beta)
 
 
 @functools.lru_cache(maxsize=None)
 def biased_activation(fp32_function):
     """`fp32_function` (element-wise, float32) of a dense layer's output as
     function(x [rows, units] bfloat16, bias float32 [units]) -> fp32_function(x +
-    bias) [rows, units] in bfloat16, computed in float32; forward and gradient
-    (to x and bias) each run as one XLA kernel."""
-    def biased(x, bias):
-        return fp32_function(x + bias)
-    return compiled(biased, 2)
+    bias) [rows, units] in bfloat16, computed in float32; forward and backward
+    each one XLA kernel. The backward recomputes x + bias and differentiates the
+    function there; x's gradient is also the bias's per row."""
+    @_xla
+    def forward(x, bias):
+        return tf.cast(fp32_function(tf.cast(x, tf.float32) + bias), x.dtype)
+
+    @_xla
+    def backward(x, bias, dy):
+        biased = tf.cast(x, tf.float32) + bias
+        (d_biased,) = tf.gradients(fp32_function(biased), biased,
+                                   grad_ys=tf.cast(dy, tf.float32))
+        return tf.cast(d_biased, x.dtype)
+
+    @tf.custom_gradient
+    def apply(x, bias):
+        def gradient(dy):
+            d_x = backward(x, bias, dy)
+            return d_x, _sum_over_rows(d_x, bias)
+        return forward(x, bias), gradient
+
+    def call(x, bias):
+        tensorflow_env.quiet_first_xla_compile()
+        return apply(x, bias)
+    return call

@@ -50,7 +50,10 @@ def test_a_fused_biased_activation_is_the_float32_one_rounded(name):
         np.testing.assert_allclose(got, want, rtol=BF16_STEP, atol=1e-5)
 
 
-def test_fused_attention_probs_mask_softmax_and_dropout_as_float32():
+@pytest.mark.parametrize("rate", [0.3, 0.0])
+def test_fused_attention_probs_mask_softmax_and_dropout_as_float32(rate):
+    """The kernels' probabilities and gradient are float32's; the backward one reads
+    the forward's probabilities and draws the same mask (or none at rate 0)."""
     rng = np.random.RandomState(0)
     scores = rng.normal(0, 3, [2, 3, 5, 5]).astype(np.float32)
     mask = np.ones([2, 5], np.int32)
@@ -60,7 +63,7 @@ def test_fused_attention_probs_mask_softmax_and_dropout_as_float32():
         tf1.set_random_seed(1)
         scores16 = bf16(scores)
         mask_bias = modeling.attention_mask_bias(tf.constant(mask))
-        dropout = modeling.hashed_dropout(0.3)
+        dropout = modeling.hashed_dropout(rate)
         probs = fused.attention_probs(scores16, mask_bias, dropout)
         (d_scores,) = tf.gradients(probs, scores16, grad_ys=bf16(d_probs))
         assert probs.dtype == d_scores.dtype == tf.bfloat16
@@ -68,7 +71,7 @@ def test_fused_attention_probs_mask_softmax_and_dropout_as_float32():
         # forward pass's zeros show: the backward pass must have used it too.
         scores32 = tf.cast(scores16, tf.float32)
         expected = tf.nn.softmax(scores32 + mask_bias)
-        keep = tf.cast(tf.not_equal(probs, 0), tf.float32) * dropout[2]
+        keep = tf.cast(tf.not_equal(probs, 0), tf.float32) * (dropout[2] if rate else 1.0)
         (expected_d,) = tf.gradients(expected * keep, scores32,
                                      grad_ys=tf.cast(bf16(d_probs), tf.float32))
         probs, d_scores, expected, keep, expected_d = run(
@@ -76,7 +79,8 @@ def test_fused_attention_probs_mask_softmax_and_dropout_as_float32():
     np.testing.assert_allclose(probs, expected * keep, rtol=BF16_STEP, atol=1e-5)
     np.testing.assert_allclose(d_scores, expected_d, rtol=BF16_STEP, atol=1e-5)
     assert (probs[1, :, :, 3:] < 1e-6).all()
-    assert 0.1 < (keep[:, :, :, :3] == 0).mean() < 0.5
+    dropped = (keep[:, :, :, :3] == 0).mean()
+    assert 0.1 < dropped < 0.5 if rate else dropped == 0
 
 
 def test_hashed_dropout_rates_and_a_new_mask_each_step():
@@ -102,7 +106,8 @@ def test_hashed_dropout_rates_and_a_new_mask_each_step():
     assert ((a == 0) != (a_next == 0)).mean() > 0.1  # the next step draws anew
 
 
-def test_fused_bias_dropout_add_layer_norm_and_its_five_gradients():
+@pytest.mark.parametrize("rate", [0.25, 0.0])
+def test_fused_bias_dropout_add_layer_norm_and_its_five_gradients(rate):
     rng = np.random.RandomState(1)
     x, residual = (rng.normal(0, 2, [6, 64]).astype(np.float32) for _ in range(2))
     bias, gamma, beta = (rng.normal(m, 0.3, [64]).astype(np.float32) for m in (0, 1, 0))
@@ -111,7 +116,7 @@ def test_fused_bias_dropout_add_layer_norm_and_its_five_gradients():
         tf1.set_random_seed(2)
         inputs = [bf16(x), tf.constant(bias), bf16(residual), tf.constant(gamma),
                   tf.constant(beta)]
-        dropout = modeling.hashed_dropout(0.25)
+        dropout = modeling.hashed_dropout(rate)
         y = fused.bias_dropout_add_layer_norm(*inputs, dropout)
         gradients = tf.gradients(y, inputs, grad_ys=bf16(dy))
         assert y.dtype == tf.bfloat16
@@ -122,7 +127,8 @@ def test_fused_bias_dropout_add_layer_norm_and_its_five_gradients():
         probe = fused.bias_dropout_add_layer_norm(
             bf16(np.ones_like(x)), tf.zeros([64]), bf16(np.zeros_like(x)), tf.ones([64]),
             tf.zeros([64]), dropout)
-        keep = tf.cast(probe > 0, tf.float32) * dropout[2]
+        keep = (tf.cast(probe > 0, tf.float32) * dropout[2] if rate
+                else tf.ones_like(probe, tf.float32))
         # The same in float32 ops from the same bf16 inputs, with that mask.
         x32, bias32, residual32, gamma32, beta32 = as_float(inputs)
         hidden = (x32 + bias32) * keep + residual32
@@ -133,7 +139,8 @@ def test_fused_bias_dropout_add_layer_norm_and_its_five_gradients():
             grad_ys=tf.cast(bf16(dy), tf.float32))
         values, expected_values, keep = run(
             [as_float([y] + gradients), [expected] + expected_gradients, keep])
-    assert 0.15 < (keep == 0).mean() < 0.35
+    if rate:
+        assert 0.15 < (keep == 0).mean() < 0.35
     for got, want in zip(values, expected_values):
         np.testing.assert_allclose(got, want, rtol=2 * BF16_STEP, atol=2e-2)
 
