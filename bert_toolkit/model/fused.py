@@ -75,20 +75,46 @@ def _dropout_inputs(dropout):
     return [seed, tf.constant(threshold, tf.uint32), tf.constant(scale, tf.float32)]
 
 
-@_xla
-def _attention_probs_forward(scores, mask_bias, seed, threshold, scale):
-    probs = tf.nn.softmax(tf.cast(scores, tf.float32) + mask_bias)
-    return tf.cast(probs * _keep_scale(probs, seed, threshold, scale), scores.dtype), probs
+def _masked_softmax(scores, mask_bias):
+    return tf.nn.softmax(tf.cast(scores, tf.float32) + mask_bias)
 
 
-@_xla
-def _attention_probs_backward(probs, d_dropped, seed, threshold, scale):
+def _d_scores(probs, d_dropped, seed, threshold, scale):
     d_probs = tf.cast(d_dropped, tf.float32) * _keep_scale(probs, seed, threshold, scale)
     d_scores = probs * (d_probs - tf.reduce_sum(d_probs * probs, axis=-1, keepdims=True))
     return tf.cast(d_scores, d_dropped.dtype)
 
 
-def attention_probs(scores, mask_bias, dropout=None):
+@_xla
+def _attention_probs_forward(scores, mask_bias, seed, threshold, scale):
+    probs = _masked_softmax(scores, mask_bias)
+    return tf.cast(probs * _keep_scale(probs, seed, threshold, scale), scores.dtype), probs
+
+
+@_xla
+def _attention_probs_backward(probs, d_dropped, seed, threshold, scale):
+    return _d_scores(probs, d_dropped, seed, threshold, scale)
+
+
+@_xla
+def _attention_probs_forward_only(scores, mask_bias, seed, threshold, scale):
+    probs = _masked_softmax(scores, mask_bias)
+    return tf.cast(probs * _keep_scale(probs, seed, threshold, scale), scores.dtype)
+
+
+@_xla
+def _attention_probs_backward_recomputed(scores, mask_bias, d_dropped, seed, threshold, scale):
+    return _d_scores(_masked_softmax(scores, mask_bias), d_dropped, seed, threshold, scale)
+
+
+def keeps_attention_probabilities():
+    """Whether attention_probs keeps its probabilities for the backward pass:
+    on CPUs, not where GPUs are visible (there the exponentials cost less than
+    the memory traffic; docs/performance.md, On GPUs)."""
+    return not tf.config.list_physical_devices("GPU")
+
+
+def attention_probs(scores, mask_bias, dropout=None, keep_probabilities=None):
     """The attention's probabilities after dropout, in the scores' dtype.
 
     Args:
@@ -96,24 +122,34 @@ def attention_probs(scores, mask_bias, dropout=None):
       mask_bias: float32 [batch, 1, 1 or from, to] (attention_mask_bias) or None.
       dropout: None, or (seed int32 [2], threshold, scale): each element is dropped
         with probability threshold / 65536 (see _keep_scale), the others scaled.
+      keep_probabilities: whether the backward kernel reads float32 probabilities
+        the forward kept, or recomputes them from the scores; None:
+        keeps_attention_probabilities().
     Returns:
       dropout(softmax(scores + mask_bias)), computed in float32, [batch, heads,
       from, to] in the scores' dtype; the gradient reaches `scores` only.
 
-    The backward kernel does not recompute the softmax: it reads the float32
-    probabilities the forward kept (four bytes a score until the backward pass,
-    where keeping the bf16 scores took two: BERT-base at batch 8 and length 512
-    holds 0.6 GB more). The exponentials and the two sums over each row cost more
-    than that traffic: forward and backward of MiniLM's
-    [32, 12, 128, 128] took 17 ms instead of 25 (docs/performance.md). No
-    dropout is a threshold of 0, which keeps everything.
+    Kept probabilities cost four bytes a score until the backward pass, where the
+    bf16 scores take two (BERT-base at batch 8 and length 512 holds 0.6 GB
+    more), and on a CPU they cost less than the exponentials and the two sums
+    over each row they save: forward and backward of MiniLM's [32, 12, 128, 128]
+    took 17 ms instead of 25 (docs/performance.md). No dropout is a threshold of
+    0, which keeps everything.
     """
     tensorflow_env.quiet_first_xla_compile()
     dropout_inputs = _dropout_inputs(dropout or (tf.zeros([2], tf.int32), 0, 1.0))
     mask_bias = tf.zeros([], tf.float32) if mask_bias is None else mask_bias
+    if keep_probabilities is None:
+        keep_probabilities = keeps_attention_probabilities()
 
     @tf.custom_gradient
     def apply(scores):
+        if not keep_probabilities:
+            def recomputing_gradient(d_dropped):
+                return _attention_probs_backward_recomputed(scores, mask_bias, d_dropped,
+                                                            *dropout_inputs)
+            return (_attention_probs_forward_only(scores, mask_bias, *dropout_inputs),
+                    recomputing_gradient)
         dropped, probs = _attention_probs_forward(scores, mask_bias, *dropout_inputs)
 
         def gradient(d_dropped):

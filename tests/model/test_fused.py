@@ -50,10 +50,11 @@ def test_a_fused_biased_activation_is_the_float32_one_rounded(name):
         np.testing.assert_allclose(got, want, rtol=BF16_STEP, atol=1e-5)
 
 
-@pytest.mark.parametrize("rate", [0.3, 0.0])
-def test_fused_attention_probs_mask_softmax_and_dropout_as_float32(rate):
+@pytest.mark.parametrize("rate,keep_probabilities", [(0.3, True), (0.0, True), (0.3, False)])
+def test_fused_attention_probs_mask_softmax_and_dropout_as_float32(rate, keep_probabilities):
     """The kernels' probabilities and gradient are float32's; the backward one reads
-    the forward's probabilities and draws the same mask (or none at rate 0)."""
+    the forward's probabilities (CPUs) or recomputes them (GPUs) and draws the same
+    mask (or none at rate 0)."""
     rng = np.random.RandomState(0)
     scores = rng.normal(0, 3, [2, 3, 5, 5]).astype(np.float32)
     mask = np.ones([2, 5], np.int32)
@@ -64,7 +65,7 @@ def test_fused_attention_probs_mask_softmax_and_dropout_as_float32(rate):
         scores16 = bf16(scores)
         mask_bias = modeling.attention_mask_bias(tf.constant(mask))
         dropout = modeling.hashed_dropout(rate)
-        probs = fused.attention_probs(scores16, mask_bias, dropout)
+        probs = fused.attention_probs(scores16, mask_bias, dropout, keep_probabilities)
         (d_scores,) = tf.gradients(probs, scores16, grad_ys=bf16(d_probs))
         assert probs.dtype == d_scores.dtype == tf.bfloat16
         # The same in float32 ops from the same bf16 inputs, with the mask that the
