@@ -252,3 +252,49 @@ def biased_activation(fp32_function):
         tensorflow_env.quiet_first_xla_compile()
         return apply(x, bias)
     return call
+
+
+@_xla
+def _softmax_cross_entropy_forward(logits, bias, label_ids):
+    logits = tf.cast(logits, tf.float32) + bias
+    log_normalizer = tf.reduce_logsumexp(logits, axis=-1)
+    picked = tf.gather(logits, label_ids, axis=1, batch_dims=1)
+    return log_normalizer - picked, log_normalizer
+
+
+@_xla
+def _softmax_cross_entropy_backward(logits, bias, label_ids, log_normalizer, d_loss):
+    biased = tf.cast(logits, tf.float32) + bias
+    probs = tf.exp(biased - log_normalizer[:, tf.newaxis])
+    labels = tf.one_hot(label_ids, tf.shape(biased)[-1], dtype=tf.float32)
+    return tf.cast((probs - labels) * d_loss[:, tf.newaxis], logits.dtype)
+
+
+def softmax_cross_entropy(logits, bias, label_ids):
+    """-log softmax(logits + bias) at each row's label, computed in float32.
+
+    Args:
+      logits: [rows, classes] (bfloat16), a projection without its bias;
+      bias: float32 [classes]; label_ids: int32 [rows], each in [0, classes).
+    Returns:
+      float32 [rows]. The gradient reaches logits (in their dtype) and bias.
+
+    The masked-LM head's loss over the vocabulary: TensorFlow's ops cast the
+    [rows, vocab] logits to float32, add the bias, run the fused cross-entropy,
+    scale its [rows, vocab] gradient, sum it for the bias and cast it back,
+    each a pass over float32 memory; here the forward reads the bf16 logits and
+    keeps each row's log-normaliser, and the backward writes the bf16 gradient.
+    """
+    tensorflow_env.quiet_first_xla_compile()
+    label_ids = tf.cast(label_ids, tf.int32)
+
+    @tf.custom_gradient
+    def apply(logits, bias):
+        loss, log_normalizer = _softmax_cross_entropy_forward(logits, bias, label_ids)
+
+        def gradient(d_loss):
+            d_logits = _softmax_cross_entropy_backward(logits, bias, label_ids,
+                                                       log_normalizer, d_loss)
+            return d_logits, _sum_over_rows(d_logits, bias)
+        return loss, gradient
+    return apply(logits, bias)

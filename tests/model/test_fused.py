@@ -188,3 +188,27 @@ def test_fused_packing_rounds_the_token_count_with_padding_positions():
     assert not mask.reshape(-1)[rounded.rows[265:]].any()  # padding positions, once each
     assert len(set(rounded.rows)) == 512
     assert sorted(everything.rows) == list(range(240))  # capped at batch * seq
+
+
+def test_fused_softmax_cross_entropy_and_its_gradients_are_float32s():
+    """The masked-LM loss kernel: -log softmax(logits + bias) at the labels and its
+    gradients to the bf16 logits and the float32 bias, as TensorFlow's float32 ops
+    compute them from the same bf16 logits."""
+    rng = np.random.RandomState(3)
+    logits = rng.normal(0, 4, [7, 300]).astype(np.float32)
+    bias = rng.normal(0, 1, [300]).astype(np.float32)
+    labels = np.array([0, 299, 5, 5, 120, 7, 64], np.int32)
+    d_loss = rng.uniform(0.5, 2, [7]).astype(np.float32)
+    with tf.Graph().as_default():
+        logits16, bias32 = bf16(logits), tf.constant(bias)
+        loss = fused.softmax_cross_entropy(logits16, bias32, tf.constant(labels))
+        gradients = tf.gradients(loss, [logits16, bias32], grad_ys=tf.constant(d_loss))
+        assert loss.dtype == tf.float32 and gradients[0].dtype == tf.bfloat16
+        logits32 = tf.cast(logits16, tf.float32)
+        expected = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.constant(labels), logits=logits32 + bias32)
+        expected_gradients = tf.gradients(expected, [logits32, bias32],
+                                          grad_ys=tf.constant(d_loss))
+        values = run([as_float([loss] + gradients), [expected] + expected_gradients])
+    for got, want in zip(*values):
+        np.testing.assert_allclose(got, want, rtol=BF16_STEP, atol=1e-3)

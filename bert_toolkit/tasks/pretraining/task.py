@@ -38,7 +38,7 @@ from bert_toolkit.engine import (
 from bert_toolkit.engine.model_fn_builder import Head
 from bert_toolkit.errors import InputError
 from bert_toolkit.estimator_compat import tf_estimator
-from bert_toolkit.model import modeling
+from bert_toolkit.model import fused, modeling
 from bert_toolkit.tasks.pretraining.data import feature_lengths
 
 tf1 = tf.compat.v1
@@ -73,7 +73,7 @@ def gather_indexes(sequence_tensor, positions):
 
 
 def masked_lm_output(config, sequence_output, embedding_table, positions, label_ids,
-                     label_weights, compute_dtype=tf.float32):
+                     label_weights, compute_dtype=tf.float32, is_training=False):
     """The masked-LM head and its loss (variables under cls/predictions/).
 
     Args:
@@ -83,6 +83,8 @@ def masked_lm_output(config, sequence_output, embedding_table, positions, label_
         [batch, num_predictions], 1.0 for real predictions and 0.0 for padding.
       compute_dtype: dtype of the two matmuls (the vocabulary projection is a
         large share of the head's cost); the softmax is float32.
+      is_training: a bf16 training graph computes the loss as one XLA kernel each
+        way (fused.softmax_cross_entropy).
     Returns:
       (loss: float32 scalar, the weighted mean over real predictions;
        per_prediction_loss: float32 [batch * num_predictions];
@@ -97,8 +99,9 @@ def masked_lm_output(config, sequence_output, embedding_table, positions, label_
             hidden = modeling.layer_norm(hidden)
         output_bias = tf1.get_variable("output_bias", [config.vocab_size],
                                        initializer=tf1.zeros_initializer())
-    logits = tf.matmul(hidden, tf.cast(embedding_table, compute_dtype), transpose_b=True)
-    logits = tf.nn.bias_add(tf.cast(logits, tf.float32), output_bias)
+    unbiased_logits = tf.matmul(hidden, tf.cast(embedding_table, compute_dtype),
+                                transpose_b=True)
+    logits = tf.nn.bias_add(tf.cast(unbiased_logits, tf.float32), output_bias)
     label_ids = tf.reshape(label_ids, [-1])
     weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
     # -log_probs at the labels, by one kernel that also keeps softmax - one_hot for
@@ -106,8 +109,12 @@ def masked_lm_output(config, sequence_output, embedding_table, positions, label_
     # as much: its gradient scattered the picks into a zero [predictions, vocab]
     # matrix (2.6% of MiniLM's bf16 step), then went back through the softmax.
     # log_probs only runs where something reads it (evaluation).
-    per_prediction_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=label_ids, logits=logits)
+    if modeling.fuses_elementwise(is_training, compute_dtype):
+        per_prediction_loss = fused.softmax_cross_entropy(unbiased_logits, output_bias,
+                                                          label_ids)
+    else:
+        per_prediction_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=label_ids, logits=logits)
     log_probs = tf.nn.log_softmax(logits, axis=-1)
     # Padding predictions have weight 0; the epsilon covers a batch without any.
     loss = tf.reduce_sum(weights * per_prediction_loss) / (tf.reduce_sum(weights) + 1e-5)
@@ -180,7 +187,7 @@ def make_head_fn(bert_config, training_precision="fp32", inference_precision="fp
         mlm_loss, mlm_per_prediction, mlm_log_probs = masked_lm_output(
             bert_config, model.get_sequence_output(), model.get_embedding_table(),
             features["masked_lm_positions"], features["masked_lm_ids"],
-            features["masked_lm_weights"], compute_dtype)
+            features["masked_lm_weights"], compute_dtype, is_training)
         ns_loss, ns_per_example, ns_log_probs = next_sentence_output(
             bert_config, model.get_pooled_output(), features["next_sentence_labels"])
         total_loss = mlm_loss + ns_loss
