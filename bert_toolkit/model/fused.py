@@ -11,7 +11,8 @@ residual add and layer norm. Here each chain is computed in float32 by two
 the backward, which recomputes what is cheap to recompute (the dropout mask,
 x + bias) and reads what is not (the attention's probabilities, the layer
 norm's moments) from the forward. XLA fuses each into a few loops over the
-bf16 tensors (docs/performance.md has the measurements).
+bf16 tensors (docs/performance.md has the measurements). The pre-training
+head's loss over the vocabulary (softmax_cross_entropy) is one more such pair.
 
 Only training graphs use these: an exported SavedModel stays free of XLA, which
 TensorFlow Serving refuses on a CPU unless started with
