@@ -105,10 +105,10 @@ def masked_lm_output(config, sequence_output, embedding_table, positions, label_
     label_ids = tf.reshape(label_ids, [-1])
     weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
     # -log_probs at the labels, by one kernel that also keeps softmax - one_hot for
-    # the gradient. Picking from log_softmax's output instead cost three times
-    # as much: its gradient scattered the picks into a zero [predictions, vocab]
-    # matrix (2.6% of MiniLM's bf16 step), then went back through the softmax.
-    # log_probs only runs where something reads it (evaluation).
+    # the gradient. Picking from log_softmax's output instead made the gradient
+    # scatter the picks into a zero [predictions, vocab] matrix (2.6% of MiniLM's
+    # bf16 step) and then go back through the softmax. log_probs only runs where
+    # something reads it (evaluation).
     if modeling.fuses_elementwise(is_training, compute_dtype):
         per_prediction_loss = fused.softmax_cross_entropy(unbiased_logits, output_bias,
                                                           label_ids)
