@@ -40,8 +40,9 @@ Variants (default: all that apply to the mode):
                  the GELU still costs
   fp32-fused     fp32 training with the element-wise chains as model/fused.py's XLA
                  kernels, as bf16 training runs them
-  bf16-xla-sums  bf16 with the fused kernels' bias and layer-norm gradients summed
-                 over the rows inside XLA, as before TensorFlow's reduction took them
+  bf16-recompute  bf16 with the attention kernel's backward recomputing the
+                 probabilities (what it does where GPUs are visible) instead of
+                 reading the ones its forward kept
 """
 
 import argparse
@@ -58,7 +59,7 @@ sys.path.insert(0, benchlib.REPO)
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
                   "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout",
                   "select-dropout", "bf16-select-dropout", "fused-scores", "bf16-unfused",
-                  "bf16-inter1", "bf16-no-dropout", "bf16-relu", "bf16-xla-sums",
+                  "bf16-inter1", "bf16-no-dropout", "bf16-relu", "bf16-recompute",
                   "fp32-fused")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
 
@@ -205,9 +206,8 @@ def build(variant, config, features, mode):
     precision = "bf16" if variant.startswith("bf16") and variant != "bf16-rewrite" else "fp32"
     original = (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
                 modeling._attend, modeling._attention_heads, modeling.attention_mask_bias,
-                modeling.fuses_elementwise, fused._broadcast_over_rows)
+                modeling.fuses_elementwise, fused.keeps_attention_probabilities)
     # The kernels are cached and traced once: a variant that changes them gets its own.
-    fused.compiled.cache_clear()
     fused.biased_activation.cache_clear()
     if variant == "fused-scores":
         modeling._attend = fused_scores_attend
@@ -230,8 +230,8 @@ def build(variant, config, features, mode):
         modeling.fuses_elementwise = lambda is_training, compute_dtype: False
     if variant == "fp32-fused":
         modeling.fuses_elementwise = lambda is_training, compute_dtype: is_training
-    if variant == "bf16-xla-sums":
-        fused._broadcast_over_rows = lambda tensor, like: False
+    if variant == "bf16-recompute":
+        fused.keeps_attention_probabilities = lambda: False
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -265,8 +265,7 @@ def build(variant, config, features, mode):
     finally:
         (modeling.self_attention, optimization._fused_adamw_update, modeling.dropout,
          modeling._attend, modeling._attention_heads, modeling.attention_mask_bias,
-         modeling.fuses_elementwise, fused._broadcast_over_rows) = original
-        fused.compiled.cache_clear()
+         modeling.fuses_elementwise, fused.keeps_attention_probabilities) = original
         fused.biased_activation.cache_clear()
     session_config = tf1.ConfigProto()
     if variant == "bf16-rewrite":
