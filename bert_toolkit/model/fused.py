@@ -72,7 +72,8 @@ def _keep_scale(like, seed, threshold, scale):
 
 
 def _dropout_inputs(dropout):
-    seed, threshold, scale = dropout
+    """A kernel's dropout arguments; for None, a threshold of 0, which keeps everything."""
+    seed, threshold, scale = dropout or (tf.zeros([2], tf.int32), 0, 1.0)
     return [seed, tf.constant(threshold, tf.uint32), tf.constant(scale, tf.float32)]
 
 
@@ -86,10 +87,15 @@ def _d_scores(probs, d_dropped, seed, threshold, scale):
     return tf.cast(d_scores, d_dropped.dtype)
 
 
-@_xla
-def _attention_probs_forward(scores, mask_bias, seed, threshold, scale):
+def _dropped_and_probs(scores, mask_bias, seed, threshold, scale):
+    """(dropout(softmax) in the scores' dtype, the float32 softmax)."""
     probs = _masked_softmax(scores, mask_bias)
     return tf.cast(probs * _keep_scale(probs, seed, threshold, scale), scores.dtype), probs
+
+
+@_xla
+def _attention_probs_forward(scores, mask_bias, seed, threshold, scale):
+    return _dropped_and_probs(scores, mask_bias, seed, threshold, scale)
 
 
 @_xla
@@ -99,8 +105,7 @@ def _attention_probs_backward(probs, d_dropped, seed, threshold, scale):
 
 @_xla
 def _attention_probs_forward_only(scores, mask_bias, seed, threshold, scale):
-    probs = _masked_softmax(scores, mask_bias)
-    return tf.cast(probs * _keep_scale(probs, seed, threshold, scale), scores.dtype)
+    return _dropped_and_probs(scores, mask_bias, seed, threshold, scale)[0]
 
 
 @_xla
@@ -134,11 +139,10 @@ def attention_probs(scores, mask_bias, dropout=None, keep_probabilities=None):
     bf16 scores take two (BERT-base at batch 8 and length 512 holds 0.6 GB
     more), and on a CPU they cost less than the exponentials and the two sums
     over each row they save: forward and backward of MiniLM's [32, 12, 128, 128]
-    took 17 ms instead of 25 (docs/performance.md). No dropout is a threshold of
-    0, which keeps everything.
+    took 17 ms instead of 25 (docs/performance.md).
     """
     tensorflow_env.quiet_first_xla_compile()
-    dropout_inputs = _dropout_inputs(dropout or (tf.zeros([2], tf.int32), 0, 1.0))
+    dropout_inputs = _dropout_inputs(dropout)
     mask_bias = tf.zeros([], tf.float32) if mask_bias is None else mask_bias
     if keep_probabilities is None:
         keep_probabilities = keeps_attention_probabilities()
@@ -207,7 +211,7 @@ def bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, dropout=None, ep
     forward and backward instead of 8.9).
     """
     tensorflow_env.quiet_first_xla_compile()
-    dropout_inputs = _dropout_inputs(dropout or (tf.zeros([2], tf.int32), 0, 1.0))
+    dropout_inputs = _dropout_inputs(dropout)
     epsilon = tf.constant(epsilon, tf.float32)
 
     @tf.custom_gradient
