@@ -38,7 +38,7 @@ def test_precision_resolution():
 
 def test_the_cpu_peak_gives_each_thread_the_same_work(monkeypatch):
     sizes = {threads: distribution.peak_matmul_size(threads) for threads in (1, 2, 8, 64, 512)}
-    assert sizes == {1: 1024, 2: 1280, 8: 2048, 64: 4096, 512: 4096}
+    assert sizes == {1: 2048, 2: 2560, 8: 4096, 64: 4096, 512: 4096}
     monkeypatch.setattr(system, "available_cores", lambda: 4)
     monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "1")
     assert distribution.tensorflow_cpu_threads() == 1
