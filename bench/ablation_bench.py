@@ -23,6 +23,9 @@ Variants (default: all that apply to the mode):
   no-optimizer   fp32 forward + backward only: the AdamW update's share
   unfused-adamw  fp32 with AdamW written as separate ops (a dozen variable-sized
                  temporaries per step), as before the fused in-place update
+  apply-adam     fp32 with AdamW as TensorFlow's in-place ResourceApplyAdam after
+                 the clip and the decay as ops, as before its XLA kernel
+  bf16-apply-adam  the same in bf16
   float-dropout  fp32 with tf.nn.dropout's masks (a float32 uniform per element),
                  as before the 16-bit masks
   select-dropout fp32 with the 16-bit masks applied by a select between the scaled
@@ -57,8 +60,8 @@ import benchlib  # noqa: E402
 sys.path.insert(0, benchlib.REPO)
 
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
-                  "fp32-xla", "no-optimizer", "unfused-adamw", "float-dropout",
-                  "select-dropout", "bf16-select-dropout", "fused-scores", "bf16-unfused",
+                  "fp32-xla", "no-optimizer", "unfused-adamw", "apply-adam", "bf16-apply-adam",
+                  "float-dropout", "select-dropout", "bf16-select-dropout", "fused-scores", "bf16-unfused",
                   "bf16-inter1", "bf16-no-dropout", "bf16-relu", "bf16-recompute",
                   "fp32-fused")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
@@ -117,15 +120,36 @@ def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, nu
 
 
 def unfused_adamw_update(variable, gradient, m, v, learning_rate, weight_decay_rate, beta_1,
-                         beta_2, epsilon):
+                         beta_2, epsilon, multiplier=1.0):
     """optimization._fused_adamw_update's arithmetic as separate ops (measured). A
     skipped update comes with rate 0 and betas 1, which leave every value as it was."""
     import tensorflow as tf
 
     from bert_toolkit.model import optimization
-    return optimization._adam_update(variable, gradient, m, v, learning_rate,
-                                     tf.constant(True), "adamw", weight_decay_rate, beta_1,
-                                     beta_2, epsilon, None)
+    return optimization._adam_update(variable, tf.math.multiply_no_nan(gradient, multiplier),
+                                     m, v, learning_rate, tf.constant(True), "adamw",
+                                     weight_decay_rate, beta_1, beta_2, epsilon, None)
+
+
+def apply_adam_update(variable, gradient, m, v, learning_rate, weight_decay_rate, beta_1,
+                      beta_2, epsilon, multiplier=1.0):
+    """optimization._fused_adamw_update as it was before its XLA kernel (measured):
+    the clip multiplier, the decay's product and subtraction, then TensorFlow's
+    in-place ResourceApplyAdam with both beta powers 0 (no bias correction)."""
+    import tensorflow as tf
+
+    from bert_toolkit.model import modeling, optimization
+    decay = []
+    if weight_decay_rate and optimization.uses_weight_decay(modeling.variable_name(variable)):
+        decay.append(variable.assign_sub(learning_rate * weight_decay_rate
+                                         * variable.read_value()))
+    with tf.control_dependencies(decay):
+        zero = tf.constant(0.0, tf.float32)
+        return tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero,
+            beta2_power=zero, lr=learning_rate, beta1=beta_1, beta2=beta_2,
+            epsilon=tf.constant(epsilon, tf.float32),
+            grad=tf.math.multiply_no_nan(gradient, multiplier))
 
 
 def float_dropout(input_tensor, dropout_prob):
@@ -217,6 +241,8 @@ def build(variant, config, features, mode):
         modeling.self_attention = fused_qkv_attention_layer
     if variant == "unfused-adamw":
         optimization._fused_adamw_update = unfused_adamw_update
+    if variant.endswith("apply-adam"):
+        optimization._fused_adamw_update = apply_adam_update
     if variant == "float-dropout":
         modeling.dropout = float_dropout
     if variant.endswith("select-dropout"):

@@ -91,10 +91,10 @@ def test_ablation_bench_builds_the_variants():
     out = run_bench("ablation_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
                     "--rounds=1", "--steps_per_round=1",
                     "--variants=fp32,fused-qkv,bf16,no-optimizer,unfused-adamw,float-dropout,"
-                    "fused-scores,bf16-unfused,bf16-recompute,fp32-fused")
+                    "fused-scores,bf16-unfused,bf16-recompute,fp32-fused,bf16-apply-adam")
     assert "fused-qkv" in out and "no-optimizer" in out and "float-dropout" in out
     assert "fused-scores" in out and "unfused-adamw" in out and "bf16-unfused" in out
-    assert "bf16-recompute" in out and "fp32-fused" in out
+    assert "bf16-recompute" in out and "fp32-fused" in out and "bf16-apply-adam" in out
 
 
 def test_text_serving_bench_compares_in_graph_with_client_tokenizing():
