@@ -61,9 +61,9 @@ sys.path.insert(0, benchlib.REPO)
 
 TRAIN_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fp32-inter1",
                   "fp32-xla", "no-optimizer", "unfused-adamw", "apply-adam", "bf16-apply-adam",
-                  "float-dropout", "select-dropout", "bf16-select-dropout", "fused-scores", "bf16-unfused",
-                  "bf16-inter1", "bf16-no-dropout", "bf16-relu", "bf16-recompute",
-                  "fp32-fused")
+                  "float-dropout", "select-dropout", "bf16-select-dropout", "fused-scores",
+                  "bf16-unfused", "bf16-inter1", "bf16-no-dropout", "bf16-relu",
+                  "bf16-recompute", "fp32-fused")
 INFER_VARIANTS = ("fp32", "fused-qkv", "bf16", "bf16-rewrite", "fused-scores")
 
 
