@@ -118,6 +118,21 @@ def quiet_first_xla_compile():
             session.run(plus_one(x), {x: 1.0})
 
 
+def xla_kernel(function):
+    """`function` as a tf.function that XLA compiles (no autograph), which spends
+    the first compilation's log lines (quiet_first_xla_compile) before its first
+    call builds it into a graph: every XLA kernel of the toolkit is made here, so
+    none of them can put those lines in front of a user."""
+    import tensorflow as tf
+    compiled = tf.function(function, jit_compile=True, autograph=False)
+
+    @functools.wraps(function)
+    def call(*args):
+        quiet_first_xla_compile()
+        return compiled(*args)
+    return call
+
+
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
     """Finds the tensorflow package once, for _QuietLoader to load."""
 

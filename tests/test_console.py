@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from bert_toolkit import console
 
 from tiny import REPO, write_sentiment_csv, write_tiny_model
@@ -72,7 +74,10 @@ def test_progress_rate_and_time_left_leave_out_the_first_batchs_start_up():
     assert lines == ["example 4/4 (100%), 2.0 examples/s, 2 s elapsed, done"]
 
 
-def test_short_training_shows_progress_and_a_final_line_and_no_chatter(tmp_path):
+# Both compile XLA kernels, whose first compilation logs lines of its own
+# (tensorflow_env.xla_kernel): bf16 its element-wise chains and AdamW, fp32 AdamW.
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_short_training_shows_progress_and_a_final_line_and_no_chatter(tmp_path, precision):
     model = write_tiny_model(str(tmp_path / "model"))
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -83,9 +88,7 @@ def test_short_training_shows_progress_and_a_final_line_and_no_chatter(tmp_path)
          "--data_dir=%s" % data_dir, "--text_a_column=sentence", "--label_column=label",
          "--output_dir=%s" % (tmp_path / "out"), "--max_seq_length=16",
          "--train_batch_size=4", "--num_train_epochs=1", "--do_train", "--do_eval",
-         # bf16 training runs its element-wise chains through XLA, whose first
-         # compilation logs lines of its own (tensorflow_env.quiet_first_xla_compile).
-         "--precision=bf16"]
+         "--precision=%s" % precision]
         + ["--%s=%s" % item for item in model.items()],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))

@@ -28,10 +28,6 @@ import tensorflow as tf
 from bert_toolkit import tensorflow_env
 
 
-def _xla(function):
-    return tf.function(function, jit_compile=True, autograph=False)
-
-
 def _sum_over_rows(per_row, parameter):
     """per_row [rows..., units...] -> its sum over the rows, in the parameter's
     shape and dtype: a matmul with a row of ones, which oneDNN accumulates in
@@ -93,22 +89,22 @@ def _dropped_and_probs(scores, mask_bias, seed, threshold, scale):
     return tf.cast(probs * _keep_scale(probs, seed, threshold, scale), scores.dtype), probs
 
 
-@_xla
+@tensorflow_env.xla_kernel
 def _attention_probs_forward(scores, mask_bias, seed, threshold, scale):
     return _dropped_and_probs(scores, mask_bias, seed, threshold, scale)
 
 
-@_xla
+@tensorflow_env.xla_kernel
 def _attention_probs_backward(probs, d_dropped, seed, threshold, scale):
     return _d_scores(probs, d_dropped, seed, threshold, scale)
 
 
-@_xla
+@tensorflow_env.xla_kernel
 def _attention_probs_forward_only(scores, mask_bias, seed, threshold, scale):
     return _dropped_and_probs(scores, mask_bias, seed, threshold, scale)[0]
 
 
-@_xla
+@tensorflow_env.xla_kernel
 def _attention_probs_backward_recomputed(scores, mask_bias, d_dropped, seed, threshold, scale):
     return _d_scores(_masked_softmax(scores, mask_bias), d_dropped, seed, threshold, scale)
 
@@ -141,7 +137,6 @@ def attention_probs(scores, mask_bias, dropout=None, keep_probabilities=None):
     over each row they save: forward and backward of MiniLM's [32, 12, 128, 128]
     took 17 ms instead of 25 (docs/performance.md).
     """
-    tensorflow_env.quiet_first_xla_compile()
     dropout_inputs = _dropout_inputs(dropout)
     mask_bias = tf.zeros([], tf.float32) if mask_bias is None else mask_bias
     if keep_probabilities is None:
@@ -170,7 +165,7 @@ def _dropped_hidden(x, bias, residual, seed, threshold, scale):
     return x * keep_scale + tf.cast(residual, tf.float32), keep_scale
 
 
-@_xla
+@tensorflow_env.xla_kernel
 def _layer_norm_forward(x, bias, residual, gamma, beta, epsilon, seed, threshold, scale):
     hidden, _ = _dropped_hidden(x, bias, residual, seed, threshold, scale)
     mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
@@ -179,7 +174,7 @@ def _layer_norm_forward(x, bias, residual, gamma, beta, epsilon, seed, threshold
     return tf.cast(normalized, x.dtype), mean, inverse_std
 
 
-@_xla
+@tensorflow_env.xla_kernel
 def _layer_norm_backward(x, bias, residual, gamma, mean, inverse_std, dy, seed, threshold,
                          scale):
     hidden, keep_scale = _dropped_hidden(x, bias, residual, seed, threshold, scale)
@@ -210,7 +205,6 @@ def bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, dropout=None, ep
     [rows, hidden] gradients, two of them copies (MiniLM's [4096, 384]: 7.9 ms
     forward and backward instead of 8.9).
     """
-    tensorflow_env.quiet_first_xla_compile()
     dropout_inputs = _dropout_inputs(dropout)
     epsilon = tf.constant(epsilon, tf.float32)
 
@@ -235,11 +229,11 @@ def biased_activation(fp32_function):
     bias) [rows, units] in bfloat16, computed in float32; forward and backward
     each one XLA kernel. The backward recomputes x + bias and differentiates the
     function there; x's gradient is also the bias's per row."""
-    @_xla
+    @tensorflow_env.xla_kernel
     def forward(x, bias):
         return tf.cast(fp32_function(tf.cast(x, tf.float32) + bias), x.dtype)
 
-    @_xla
+    @tensorflow_env.xla_kernel
     def backward(x, bias, dy):
         biased = tf.cast(x, tf.float32) + bias
         (d_biased,) = tf.gradients(fp32_function(biased), biased,
@@ -252,14 +246,10 @@ def biased_activation(fp32_function):
             d_x = backward(x, bias, dy)
             return d_x, _sum_over_rows(d_x, bias)
         return forward(x, bias), gradient
-
-    def call(x, bias):
-        tensorflow_env.quiet_first_xla_compile()
-        return apply(x, bias)
-    return call
+    return apply
 
 
-@_xla
+@tensorflow_env.xla_kernel
 def _softmax_cross_entropy_forward(logits, bias, label_ids):
     logits = tf.cast(logits, tf.float32) + bias
     log_normalizer = tf.reduce_logsumexp(logits, axis=-1)
@@ -267,7 +257,7 @@ def _softmax_cross_entropy_forward(logits, bias, label_ids):
     return log_normalizer - picked, log_normalizer
 
 
-@_xla
+@tensorflow_env.xla_kernel
 def _softmax_cross_entropy_backward(logits, bias, label_ids, log_normalizer, d_loss):
     biased = tf.cast(logits, tf.float32) + bias
     probs = tf.exp(biased - log_normalizer[:, tf.newaxis])
@@ -290,7 +280,6 @@ def softmax_cross_entropy(logits, bias, label_ids):
     each a pass over float32 memory; here the forward reads the bf16 logits and
     keeps each row's log-normaliser, and the backward writes the bf16 gradient.
     """
-    tensorflow_env.quiet_first_xla_compile()
     label_ids = tf.cast(label_ids, tf.int32)
 
     @tf.custom_gradient

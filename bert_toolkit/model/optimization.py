@@ -36,6 +36,7 @@ import re
 
 import tensorflow as tf
 
+from bert_toolkit import tensorflow_env
 from bert_toolkit.model import modeling
 
 tf1 = tf.compat.v1
@@ -94,7 +95,7 @@ def _scalar_variable(name, initial_value, dtype):
                             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
 
-@tf.function(jit_compile=True, autograph=False)
+@tensorflow_env.xla_kernel
 def _adamw_in_place(variable, m, v, gradient, multiplier, learning_rate, weight_decay_rate,
                     beta_1, beta_2, epsilon):
     """One XLA kernel: Google's AdamW step of one variable, its m and v, in place.
