@@ -91,13 +91,15 @@ def train_in_rounds(estimator, input_fn, args, peak, input_rate):
 
 def print_profile(result, steps, side):
     """Prints a traced round's op types, model parts, both together and (with
-    PROFILE_NODES) nodes, by time; returns 0."""
+    PROFILE_NODES) nodes, by time, then the wall time no matmul ran and the op
+    types running in it; returns 0."""
     def kind(prefix):
         return {name[len(prefix):]: t for name, t in result["op_seconds"].items()
                 if name.startswith(prefix)}
     parts, pairs, nodes = kind("part: "), kind("pair: "), kind("node: ")
+    walls, matmul_free = kind("wall: "), kind("matmul-free: ")
     op_seconds = {name: t for name, t in result["op_seconds"].items()
-                  if not name.startswith(("part: ", "pair: ", "node: "))}
+                  if ": " not in name}
     total = sum(op_seconds.values())
     print("%s, traced: %.3f s wall per step (tracing slows it), %.3f s of op time per step "
           "(the cores' times add up)" % (side, result["seconds"] / steps, total / steps))
@@ -109,6 +111,15 @@ def print_profile(result, steps, side):
         rows = [[name, "%.1f" % (1000 * t / steps), "%.1f%%" % (100 * t / total)]
                 for name, t in sorted(seconds.items(), key=lambda item: -item[1])[:limit]]
         print(benchlib.format_table([title, "ms per step", "share"], rows))
+    if walls.get("step"):
+        step, free, tail = (1000 * walls[key] / steps
+                            for key in ("step", "no matmul", "after matmuls"))
+        print("wall per traced step %.0f ms; no matmul ran for %.0f ms of it (%.1f%%), %.0f ms "
+              "of them after the last matmul" % (step, free, 100 * free / step, tail))
+        rows = [[name, "%.1f" % (1000 * t / steps)]
+                for name, t in sorted(matmul_free.items(), key=lambda item: -item[1])[:15]]
+        print(benchlib.format_table(["while no matmul runs: part, op type", "ms per step"],
+                                    rows))
     return 0
 
 
@@ -128,7 +139,9 @@ def input_examples_per_second(input_fn, batch_size, seconds=2.0):
 
 
 def add_op_times(op_times, run_metadata):
-    """Adds each traced op's wall time (s) to op_times[op type]; time on both cores adds."""
+    """Adds each traced op's wall time (s) to op_times[op type]; time on both cores adds.
+    Also adds the step's wall time and how much of it no matmul ran (matmul_free_wall)."""
+    spans = []
     for device in run_metadata.step_stats.dev_stats:
         if "/cpu:" not in device.device.lower() and "/device:cpu:" not in device.device.lower():
             continue
@@ -145,6 +158,57 @@ def add_op_times(op_times, run_metadata):
             if PROFILE_NODES:
                 key = "node: %s %s" % (op, node.node_name)
                 op_times[key] = op_times.get(key, 0.0) + seconds
+            start = node.all_start_micros / 1e6
+            if op not in _BOOKKEEPING_OPS:
+                spans.append(("%s, %s" % (part, op), "MatMul" in op, start, start + seconds))
+    walls, matmul_free = matmul_free_wall(spans)
+    for prefix, seconds in (("wall: ", walls), ("matmul-free: ", matmul_free)):
+        for key, value in seconds.items():
+            op_times[prefix + key] = op_times.get(prefix + key, 0.0) + value
+
+
+# Ops that move no data (handles, control flow, views of a buffer) but whose traced
+# spans can stretch over much of a step: left out of matmul_free_wall's attribution.
+_BOOKKEEPING_OPS = frozenset(["VarHandleOp", "NoOp", "_Retval", "_Arg", "Switch", "Merge",
+                              "Identity", "Const", "Enter", "Exit", "NextIteration",
+                              "Reshape", "Shape", "ExpandDims", "Squeeze"])
+
+
+def matmul_free_wall(spans):
+    """Where a step's wall time went that no matmul used: op time overstates the
+    matmuls (two run at once, each on every core) and hides what stands between them.
+
+    Args:
+      spans: [(name, is_matmul, start s, end s)] of one step's ops.
+    Returns:
+      ({"step": wall s, "no matmul": s with no matmul running, "after matmuls": s
+      after the last matmul ended}, {name: its share of the no-matmul seconds; ops
+      running together split an interval}).
+    """
+    if not spans:
+        return {}, {}
+    # Sweep the starts and ends in time order (an end before a start at one instant).
+    events = sorted([(start, 1, i) for i, (_, _, start, _) in enumerate(spans)] +
+                    [(end, 0, i) for i, (_, _, _, end) in enumerate(spans)])
+    running, matmuls, matmul_free = set(), 0, {}
+    last_time = events[0][0]
+    free = 0.0
+    for time_, is_start, i in events:
+        interval = time_ - last_time
+        if interval > 0 and not matmuls:
+            free += interval
+            for name in [spans[j][0] for j in running] or ["(no op working)"]:
+                matmul_free[name] = matmul_free.get(name, 0.0) + interval / max(len(running), 1)
+        last_time = time_
+        if is_start:
+            running.add(i)
+        else:
+            running.discard(i)
+        matmuls += (1 if is_start else -1) * spans[i][1]
+    step = events[-1][0] - events[0][0]
+    last_matmul = max((end for _, is_matmul, _, end in spans if is_matmul), default=events[0][0])
+    return ({"step": step, "no matmul": free, "after matmuls": events[-1][0] - last_matmul},
+            matmul_free)
 
 
 # Which part of the model a node belongs to, from its name; first match wins.

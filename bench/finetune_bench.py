@@ -72,8 +72,9 @@ def make_parser():
     benchlib.add_round_args(parser, 8, "Interpreter with torch + transformers.")
     parser.add_argument("--profile", action="store_true",
                         help="Instead of rounds: trace --steps_per_round steps of ours (first "
-                             "precision, first replica count) and print where the time goes, "
-                             "by TensorFlow op type.")
+                             "precision, first replica count) and print where the time goes: "
+                             "op time by op type and part of the model, and the wall "
+                             "time no matmul ran.")
     parser.add_argument("--num_replicas", type=int, default=1, help=argparse.SUPPRESS)
     return parser
 

@@ -55,7 +55,8 @@ def make_parser():
     benchlib.add_round_args(parser, 4, "Interpreter with torch + transformers.")
     parser.add_argument("--profile", action="store_true",
                         help="Instead of rounds: trace --steps_per_round steps of ours (first "
-                             "precision and optimizer) and print where the time goes.")
+                             "precision and optimizer) and print where the time goes, as "
+                             "finetune_bench.py --profile does.")
     return parser
 
 

@@ -60,6 +60,20 @@ def test_pretraining_bench_profile_names_the_masked_lm_head():
                     "--steps_per_round=2", "--warmup_steps=1", "--peak_size=128",
                     "--peer=none", "--profile", "--optimizer=adamw")
     assert "part of the model" in out and "forward: masked-LM head" in out
+    assert "no matmul ran for" in out and "while no matmul runs" in out
+
+
+def test_matmul_free_wall_shares_out_the_time_no_matmul_ran():
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import estimator_rounds
+    spans = [("a, MatMul", True, 0.0, 1.0), ("b, Cast", False, 0.5, 2.0),
+             ("c, AddN", False, 1.5, 3.0), ("d, MatMul", True, 3.0, 4.0),
+             ("e, Adam", False, 4.2, 4.5)]
+    walls, matmul_free = estimator_rounds.matmul_free_wall(spans)
+    assert walls == pytest.approx({"step": 4.5, "no matmul": 2.5, "after matmuls": 0.5})
+    # 1.0-1.5 b alone, 1.5-2.0 b and c, 2.0-3.0 c alone; 4.0-4.2 nothing; 4.2-4.5 e.
+    assert matmul_free == pytest.approx({"b, Cast": 0.75, "c, AddN": 1.25,
+                                         "(no op working)": 0.2, "e, Adam": 0.3})
 
 
 def test_inference_bench_serves_the_export():
@@ -91,10 +105,12 @@ def test_ablation_bench_builds_the_variants():
     out = run_bench("ablation_bench.py", "--config=tiny", "--seq_length=16", "--batch=4",
                     "--rounds=1", "--steps_per_round=1",
                     "--variants=fp32,fused-qkv,bf16,no-optimizer,unfused-adamw,float-dropout,"
-                    "fused-scores,bf16-unfused,bf16-recompute,fp32-fused,bf16-apply-adam")
+                    "fused-scores,bf16-unfused,bf16-recompute,fp32-fused,bf16-apply-adam,"
+                    "bf16-no-optimizer")
     assert "fused-qkv" in out and "no-optimizer" in out and "float-dropout" in out
     assert "fused-scores" in out and "unfused-adamw" in out and "bf16-unfused" in out
     assert "bf16-recompute" in out and "fp32-fused" in out and "bf16-apply-adam" in out
+    assert "bf16-no-optimizer" in out
 
 
 def test_text_serving_bench_compares_in_graph_with_client_tokenizing():
