@@ -185,6 +185,8 @@ def matmul_free_wall(spans):
       after the last matmul ended}, {name: its share of the no-matmul seconds; ops
       running together split an interval}).
     """
+    # An op of no duration takes no time (and would end before it starts in the sweep).
+    spans = [span for span in spans if span[3] > span[2]]
     if not spans:
         return {}, {}
     # Sweep the starts and ends in time order (an end before a start at one instant).

@@ -68,7 +68,7 @@ def test_matmul_free_wall_shares_out_the_time_no_matmul_ran():
     import estimator_rounds
     spans = [("a, MatMul", True, 0.0, 1.0), ("b, Cast", False, 0.5, 2.0),
              ("c, AddN", False, 1.5, 3.0), ("d, MatMul", True, 3.0, 4.0),
-             ("e, Adam", False, 4.2, 4.5)]
+             ("e, Adam", False, 4.2, 4.5), ("f, Cast", False, 1.2, 1.2)]
     walls, matmul_free = estimator_rounds.matmul_free_wall(spans)
     assert walls == pytest.approx({"step": 4.5, "no matmul": 2.5, "after matmuls": 0.5})
     # 1.0-1.5 b alone, 1.5-2.0 b and c, 2.0-3.0 c alone; 4.0-4.2 nothing; 4.2-4.5 e.
