@@ -153,14 +153,15 @@ def add_op_times(op_times, run_metadata):
             seconds = (node.all_end_rel_micros or node.op_end_rel_micros) / 1e6
             op_times[op] = op_times.get(op, 0.0) + seconds
             part = model_part(node.node_name)
-            for key in ("part: " + part, "pair: %s, %s" % (part, op)):
+            pair = "%s, %s" % (part, op)
+            for key in ("part: " + part, "pair: " + pair):
                 op_times[key] = op_times.get(key, 0.0) + seconds
             if PROFILE_NODES:
                 key = "node: %s %s" % (op, node.node_name)
                 op_times[key] = op_times.get(key, 0.0) + seconds
             start = node.all_start_micros / 1e6
             if op not in _BOOKKEEPING_OPS:
-                spans.append(("%s, %s" % (part, op), "MatMul" in op, start, start + seconds))
+                spans.append((pair, "MatMul" in op, start, start + seconds))
     walls, matmul_free = matmul_free_wall(spans)
     for prefix, seconds in (("wall: ", walls), ("matmul-free: ", matmul_free)):
         for key, value in seconds.items():
