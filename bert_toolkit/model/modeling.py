@@ -39,6 +39,7 @@ import re
 
 import tensorflow as tf
 
+from bert_toolkit import families
 from bert_toolkit.errors import InputError
 from bert_toolkit.model import POOLING_MODES, fused
 
@@ -97,7 +98,14 @@ _COMPUTE_DTYPES = {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.
 
 
 class BertConfig(object):
-    """Hyper-parameters of a BERT model, as stored in bert_config.json."""
+    """Hyper-parameters of an encoder, as stored in bert_config.json.
+
+    Google's BERT fields, plus the family pieces (bert_toolkit/families.py), which a
+    BERT config leaves out and which then take BERT's values: `model_family`,
+    `layer_norm_eps`, `embedding_size` (the width of the embedding tables when it
+    differs from hidden_size: a projection to hidden_size follows them) and
+    `type_vocab_size` 0 (no token-type table).
+    """
 
     _REQUIRED_INTS = ("vocab_size", "hidden_size", "num_hidden_layers",
                       "num_attention_heads", "intermediate_size")
@@ -109,12 +117,19 @@ class BertConfig(object):
         ("type_vocab_size", 16),
         ("initializer_range", 0.02),
     ])
+    # The family pieces: written to bert_config.json only where they differ from these.
+    _FAMILY_DEFAULTS = collections.OrderedDict([
+        ("model_family", families.DEFAULT),
+        ("layer_norm_eps", 1e-12),
+        ("embedding_size", None),
+    ])
 
     def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12,
                  num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
                  max_position_embeddings=512, type_vocab_size=16,
-                 initializer_range=0.02):
+                 initializer_range=0.02, model_family=families.DEFAULT,
+                 layer_norm_eps=1e-12, embedding_size=None):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -126,13 +141,36 @@ class BertConfig(object):
         self.max_position_embeddings = max_position_embeddings
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
+        self.model_family = model_family
+        self.layer_norm_eps = layer_norm_eps
+        self.embedding_size = embedding_size
+
+    @property
+    def family(self):
+        """The families.Family of `model_family`."""
+        return families.get(self.model_family)
+
+    @property
+    def embedding_width(self):
+        """The width of the embedding tables: embedding_size, else hidden_size."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def max_sequence_length(self):
+        """The longest sequence the position table holds (RoBERTa's starts at row 2)."""
+        return self.max_position_embeddings - self.family.position_offset
 
     def validate(self, source="BertConfig"):
         """Raises InputError (naming `source`) for a field of the wrong type or value."""
-        for name in self._REQUIRED_INTS + ("max_position_embeddings", "type_vocab_size"):
+        for name in self._REQUIRED_INTS + ("max_position_embeddings",):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError("%s: %r must be a positive integer, got %r"
+                                 % (source, name, value))
+        for name, value in (("type_vocab_size", self.type_vocab_size),
+                            ("embedding_size", self.embedding_size or 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError("%s: %r must be a non-negative integer, got %r"
                                  % (source, name, value))
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
@@ -140,16 +178,22 @@ class BertConfig(object):
                     or not 0.0 <= value < 1.0:
                 raise InputError("%s: %r must be a number in [0, 1), got %r"
                                  % (source, name, value))
-        if isinstance(self.initializer_range, bool) or \
-                not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
-            raise InputError("%s: 'initializer_range' must be a positive number, got %r"
-                             % (source, self.initializer_range))
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InputError("%s: %r must be a positive number, got %r"
+                                 % (source, name, value))
         if self.hidden_act not in _ACTIVATIONS:
             raise InputError("%s: 'hidden_act' must be one of %s, got %r"
                              % (source, ", ".join(sorted(_ACTIVATIONS)), self.hidden_act))
         if self.hidden_size % self.num_attention_heads:
             raise InputError("%s: hidden_size %d is not a multiple of num_attention_heads %d"
                              % (source, self.hidden_size, self.num_attention_heads))
+        family = families.get(self.model_family, source)
+        if self.max_position_embeddings <= family.position_offset:
+            raise InputError("%s: max_position_embeddings %d leaves no position after the "
+                             "%s family's offset %d" % (source, self.max_position_embeddings,
+                                                         family.name, family.position_offset))
 
     @classmethod
     def from_dict(cls, json_object, source="BertConfig"):
@@ -162,8 +206,15 @@ class BertConfig(object):
             raise InputError("%s: missing required field(s) %s"
                              % (source, ", ".join(repr(k) for k in missing)))
         fields = {k: json_object[k] for k in cls._REQUIRED_INTS}
-        for key, default in cls._DEFAULTS.items():
+        for key, default in list(cls._DEFAULTS.items()) + list(cls._FAMILY_DEFAULTS.items()):
             fields[key] = json_object.get(key, default)
+        if "model_family" not in json_object and "num_hidden_groups" in json_object:
+            # Google's albert_config.json, which names no family.
+            fields["model_family"] = "albert"
+        for key in ("num_hidden_groups", "inner_group_num"):
+            if json_object.get(key, 1) != 1:
+                raise InputError("%s: %r is %r; only ALBERT's shared single layer (1) is "
+                                 "supported" % (source, key, json_object[key]))
         config = cls(**fields)
         config.validate(source)
         return config
@@ -184,7 +235,12 @@ class BertConfig(object):
         return cls.from_dict(json_object, source=json_file)
 
     def to_dict(self):
-        return copy.deepcopy(self.__dict__)
+        """The fields of bert_config.json: a BERT config's are Google's alone."""
+        fields = copy.deepcopy(self.__dict__)
+        for key, default in self._FAMILY_DEFAULTS.items():
+            if fields[key] == default:
+                del fields[key]
+        return fields
 
     def to_json_string(self):
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -373,7 +429,7 @@ def _layer_norm_variables(hidden, name=None):
 
 
 def dense_dropout_add_layer_norm(x, residual, dropout_prob, initializer_range=0.02,
-                                 fuse=False):
+                                 fuse=False, epsilon=1e-12):
     """layer_norm(dropout(dense(x)) + residual), the variables under dense/ and
     LayerNorm/: x [rows, in] and residual [rows, hidden] in the compute dtype, the
     result [rows, hidden] too. `fuse`: all but the matmul as one XLA kernel each
@@ -381,11 +437,11 @@ def dense_dropout_add_layer_norm(x, residual, dropout_prob, initializer_range=0.
     hidden_size = residual.shape[-1]
     if not (fuse and fuses_dropout(dropout_prob)):
         projected = dense(x, hidden_size, "dense", initializer_range)
-        return layer_norm(dropout(projected, dropout_prob) + residual)
+        return layer_norm(dropout(projected, dropout_prob) + residual, epsilon=epsilon)
     projected, bias = unbiased_dense(x, hidden_size, "dense", initializer_range)
     gamma, beta = _layer_norm_variables(hidden_size)
     return fused.bias_dropout_add_layer_norm(projected, bias, residual, gamma, beta,
-                                             hashed_dropout(dropout_prob))
+                                             hashed_dropout(dropout_prob), epsilon)
 
 
 def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
@@ -469,23 +525,47 @@ def embedding_postprocessor(input_tensor, use_token_type=False, token_type_ids=N
 
 def embedding_layer(config, input_ids, token_type_ids, is_training,
                     use_one_hot_embeddings=False, compute_dtype=tf.float32):
-    """Word + token-type + position embeddings, layer-normalised (under embeddings/).
+    """Word + token-type + position embeddings, layer-normalised (under embeddings/),
+    projected to hidden_size (under embeddings_project/) when the config has an
+    embedding_size. The family pieces: no token types for type_vocab_size 0, the
+    position rows from the family's offset, the config's layer-norm epsilon.
 
     Args:
       input_ids, token_type_ids: int [batch, seq].
     Returns:
       (embeddings [batch, seq, hidden] in compute_dtype, word embedding table
-      [vocab, hidden] float32).
+      [vocab, embedding_width] float32).
     """
+    dropout_prob = config.hidden_dropout_prob if is_training else 0.0
+    width = config.embedding_width
     with tf1.variable_scope("embeddings"):
         words, word_table = embedding_lookup(
-            input_ids, config.vocab_size, config.hidden_size, config.initializer_range,
+            input_ids, config.vocab_size, width, config.initializer_range,
             "word_embeddings", use_one_hot_embeddings)
-        output = embedding_postprocessor(
-            words, True, token_type_ids, config.type_vocab_size, "token_type_embeddings",
-            True, "position_embeddings", config.initializer_range,
-            config.max_position_embeddings,
-            config.hidden_dropout_prob if is_training else 0.0, output_dtype=compute_dtype)
+        output = words
+        if config.type_vocab_size:
+            type_table = tf1.get_variable(
+                "token_type_embeddings", [config.type_vocab_size, width],
+                initializer=create_initializer(config.initializer_range))
+            output += tf.gather(type_table, token_type_ids)
+        seq_length = get_shape_list(words, expected_rank=3)[1]
+        if isinstance(seq_length, int) and seq_length > config.max_sequence_length:
+            raise InputError("sequence length %d exceeds the model's max_position_embeddings "
+                             "%d (%d positions from row %d)"
+                             % (seq_length, config.max_position_embeddings,
+                                config.max_sequence_length, config.family.position_offset))
+        position_table = tf1.get_variable(
+            "position_embeddings", [config.max_position_embeddings, width],
+            initializer=create_initializer(config.initializer_range))
+        output += tf.slice(position_table, [config.family.position_offset, 0],
+                           [seq_length, -1])[tf.newaxis]
+        output = dropout(layer_norm(output, epsilon=config.layer_norm_eps,
+                                    output_dtype=compute_dtype), dropout_prob)
+    if config.embedding_size:
+        shape = get_shape_list(output, expected_rank=3)
+        projected = dense(tf.reshape(output, [-1, width]), config.hidden_size,
+                          "embeddings_project", config.initializer_range)
+        output = tf.reshape(projected, [shape[0], shape[1], config.hidden_size])
     return output, word_table
 
 
@@ -678,7 +758,7 @@ def attention_layer(from_tensor, to_tensor, attention_mask=None, num_attention_h
 def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attention_heads,
                       intermediate_size, intermediate_act_fn, hidden_dropout_prob=0.0,
                       attention_probs_dropout_prob=0.0, initializer_range=0.02,
-                      packing=None, fuse=False):
+                      packing=None, fuse=False, layer_norm_eps=1e-12):
     """One encoder block: attention, add & norm, feed-forward, add & norm.
 
     Args:
@@ -696,20 +776,23 @@ def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attent
                                      attention_probs_dropout_prob, packing, fuse)
         with tf1.variable_scope("output"):
             attention_output = dense_dropout_add_layer_norm(
-                context, flat_hidden, hidden_dropout_prob, initializer_range, fuse)
+                context, flat_hidden, hidden_dropout_prob, initializer_range, fuse,
+                layer_norm_eps)
     with tf1.variable_scope("intermediate"):
         intermediate = dense(attention_output, intermediate_size, "dense", initializer_range,
                              intermediate_act_fn, fuse)
     with tf1.variable_scope("output"):
         return dense_dropout_add_layer_norm(intermediate, attention_output,
-                                            hidden_dropout_prob, initializer_range, fuse)
+                                            hidden_dropout_prob, initializer_range, fuse,
+                                            layer_norm_eps)
 
 
 def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
-                   **layer_settings):
+                   shares_layers=False, **layer_settings):
     """The encoder stack (variables under layer_N/): a list of num_hidden_layers
     tensors [batch, seq, hidden] in the dtype of `input_tensor` [batch, seq, hidden].
 
+    shares_layers: every layer runs layer_0's variables (ALBERT).
     packing: from token_packing(input_mask): every layer but the attention products
       runs on the rows it packs only, and the outputs' other positions are zeros
       (when packing.packed).
@@ -723,7 +806,8 @@ def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
         flat_hidden = pack_tokens(flat_hidden, packing)
     layer_outputs = []
     for index in range(num_hidden_layers):
-        with tf1.variable_scope("layer_%d" % index):
+        scope = "layer_0" if shares_layers else "layer_%d" % index
+        with tf1.variable_scope(scope, reuse=tf1.AUTO_REUSE if shares_layers else None):
             flat_hidden = transformer_layer(flat_hidden, mask_bias, batch_size, seq_length,
                                             packing=packing, **layer_settings)
             # Unused layers' unpacking is pruned from the graph that runs.
@@ -777,8 +861,15 @@ def sentence_vector(model, input_mask, pooling="pooler"):
     return total / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
 
 
+def pooler_activation(config):
+    """The pooler's activation function for the config's family (families.py)."""
+    name = config.family.pooler_activation
+    return get_activation(config.hidden_act if name == "config" else name)
+
+
 def pooler(sequence_output, config):
-    """tanh(dense([CLS] state)) (variables under pooler/dense/).
+    """activation(dense(first token's state)) (variables under pooler/dense/): tanh
+    for BERT, the family's classifier activation for the others (families.py).
 
     Args:
       sequence_output: [batch, seq, hidden] in the compute dtype.
@@ -788,7 +879,7 @@ def pooler(sequence_output, config):
     with tf1.variable_scope("pooler"):
         first_token = sequence_output[:, 0, :]
         return dense(first_token, config.hidden_size, "dense", config.initializer_range,
-                     activation=tf.tanh)
+                     activation=pooler_activation(config))
 
 
 def fuses_elementwise(is_training, compute_dtype):
@@ -841,7 +932,8 @@ class BertModel(object):
                     attention_probs_dropout_prob=(config.attention_probs_dropout_prob
                                                   if is_training else 0.0),
                     initializer_range=config.initializer_range,
-                    packing=packing, fuse=fuse)
+                    packing=packing, fuse=fuse, layer_norm_eps=config.layer_norm_eps,
+                    shares_layers=config.family.shares_layers)
             pooled = pooler(layers[-1], config)
         self._dense_rows = tf.size(input_mask) if not skip_padding else tf.where(
             packing.packed, tf.size(packing.rows), tf.size(input_mask))
@@ -915,15 +1007,17 @@ def resolve_checkpoint(path):
 
 def bert_variable_shapes(config):
     """name -> shape of every variable BertModel creates under the default "bert" scope."""
-    h, i = config.hidden_size, config.intermediate_size
-    shapes = collections.OrderedDict([
-        ("bert/embeddings/word_embeddings", [config.vocab_size, h]),
-        ("bert/embeddings/token_type_embeddings", [config.type_vocab_size, h]),
-        ("bert/embeddings/position_embeddings", [config.max_position_embeddings, h]),
-        ("bert/embeddings/LayerNorm/beta", [h]),
-        ("bert/embeddings/LayerNorm/gamma", [h]),
-    ])
-    for n in range(config.num_hidden_layers):
+    h, i, e = config.hidden_size, config.intermediate_size, config.embedding_width
+    shapes = collections.OrderedDict([("bert/embeddings/word_embeddings", [config.vocab_size, e])])
+    if config.type_vocab_size:
+        shapes["bert/embeddings/token_type_embeddings"] = [config.type_vocab_size, e]
+    shapes["bert/embeddings/position_embeddings"] = [config.max_position_embeddings, e]
+    shapes["bert/embeddings/LayerNorm/beta"] = [e]
+    shapes["bert/embeddings/LayerNorm/gamma"] = [e]
+    if config.embedding_size:
+        shapes["bert/embeddings_project/kernel"] = [e, h]
+        shapes["bert/embeddings_project/bias"] = [h]
+    for n in range(1 if config.family.shares_layers else config.num_hidden_layers):
         layer = "bert/encoder/layer_%d/" % n
         for dense_name, in_size, out_size in (
                 ("attention/self/query", h, h), ("attention/self/key", h, h),
@@ -990,6 +1084,8 @@ def check_vocab_matches_config(config, vocab_size, vocab_file):
 
 def check_max_seq_length(config, max_seq_length, flag_name="max_seq_length"):
     """Raises InputError if sequences would be longer than the position table."""
-    if max_seq_length > config.max_position_embeddings:
-        raise InputError("--%s=%d is longer than the model's max_position_embeddings %d"
-                         % (flag_name, max_seq_length, config.max_position_embeddings))
+    if max_seq_length > config.max_sequence_length:
+        raise InputError("--%s=%d is longer than the model's %d positions "
+                         "(max_position_embeddings %d)"
+                         % (flag_name, max_seq_length, config.max_sequence_length,
+                            config.max_position_embeddings))

@@ -493,6 +493,35 @@ class FullTokenizer(object):
         return _build_rust_tokenizer(self.vocab, self.do_lower_case, unk,
                                      self.wordpiece_tokenizer.max_input_chars_per_word)
 
+    @property
+    def layout(self):
+        """The BERT Layout of this vocabulary's [CLS], [SEP] and [PAD]."""
+        self._require_tokens(BERT_SPECIAL_TOKENS[:2], "a BERT row")
+        return bert_layout(self.vocab)
+
+    @property
+    def unk_token(self):
+        return self.wordpiece_tokenizer.unk_token
+
+    @property
+    def mask_token(self):
+        return "[MASK]"
+
+    @property
+    def family_tokenizer(self):
+        """The kind of tokenizer (families.Family.tokenizer): "wordpiece"."""
+        return "wordpiece"
+
+    def encode_words(self, words):
+        """Ids of each word tokenized alone, as a word of a text (word alignment for
+        sequence labelling and SQuAD): WordPiece looks at one word at a time, so
+        this is encode_batch of the words."""
+        return self.encode_batch(words)
+
+    def tokenize_words(self, words):
+        """Tokens of each word alone (see encode_words)."""
+        return self.tokenize_batch(words)
+
     def rust_tokenizer(self):
         """A new `tokenizers.Tokenizer` running this tokenizer's normaliser, word
         splitter and WordPiece (no special tokens added), e.g. to save as
@@ -557,8 +586,8 @@ class FullTokenizer(object):
                                  need_a + [max_seq_length - 3] * len(present_b))
         ids_b = iter(ids[len(texts_a):])
         return pack_rows(ids[:len(texts_a)],
-                          [None if text is None else next(ids_b) for text in texts_b],
-                          max_seq_length, self.vocab["[CLS]"], self.vocab["[SEP]"])
+                         [None if text is None else next(ids_b) for text in texts_b],
+                         max_seq_length, self.layout)
 
     # -- internals -----------------------------------------------------------
 
@@ -662,20 +691,75 @@ def _text_head(text, need_tokens, chars_per_token=_HEAD_CHARS_PER_TOKEN):
     return text[:cut], True
 
 
-def pack_rows(ids_a, ids_b, max_seq_length, cls_id, sep_id):
-    """Builds the padded (input_ids, input_mask, segment_ids) int32 arrays."""
+class Layout(collections.namedtuple("Layout", [
+        "cls_id", "sep_id", "pad_id", "seps_between", "segment_b"])):
+    """How a family lays out one text or a pair (bert_toolkit/families.py):
+
+    BERT's   [CLS] a [SEP] b [SEP]         seps_between 1, b's segment 1;
+    RoBERTa's <s> a </s></s> b </s>        seps_between 2, one segment (0).
+
+    pad_id fills the rows past their end (the input mask hides it from the model).
+    """
+
+    @property
+    def single_specials(self):
+        """Special tokens around one text: 2."""
+        return 2
+
+    @property
+    def pair_specials(self):
+        """Special tokens around a pair: 3 (BERT) or 4 (RoBERTa)."""
+        return 2 + self.seps_between
+
+    def row(self, a, b=None):
+        """(token ids, segment ids) of text `a` (and `b`) with the special tokens."""
+        if b is None:
+            tokens = [self.cls_id] + list(a) + [self.sep_id]
+            return tokens, [0] * len(tokens)
+        first = [self.cls_id] + list(a) + [self.sep_id] * self.seps_between
+        second = list(b) + [self.sep_id]
+        return first + second, [0] * len(first) + [self.segment_b] * len(second)
+
+
+BERT_SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]")
+
+
+def bert_layout(vocab):
+    """BERT's Layout from a vocabulary with [CLS], [SEP] and [PAD]."""
+    return Layout(vocab["[CLS]"], vocab["[SEP]"], vocab.get("[PAD]", 0), 1, 1)
+
+
+def pack_rows(ids_a, ids_b, max_seq_length, layout):
+    """Builds the padded (input_ids, input_mask, segment_ids) int32 arrays
+    [len(ids_a), max_seq_length] of rows laid out by `layout` (a Layout), each
+    text or pair truncated as the original BERT truncates (truncated_pair_lengths);
+    an entry of `ids_b` may be None for a single text."""
     n = len(ids_a)
-    input_ids = np.zeros((n, max_seq_length), dtype=np.int32)
+    input_ids = np.full((n, max_seq_length), layout.pad_id, dtype=np.int32)
     input_mask = np.zeros((n, max_seq_length), dtype=np.int32)
     segment_ids = np.zeros((n, max_seq_length), dtype=np.int32)
     for row, (a, b) in enumerate(zip(ids_a, ids_b)):
         if b is None:
-            len_a = min(len(a), max_seq_length - 2)
-            tokens = [cls_id] + a[:len_a] + [sep_id]
+            tokens, segments = layout.row(a[:max_seq_length - layout.single_specials])
         else:
-            len_a, len_b = truncated_pair_lengths(len(a), len(b), max_seq_length - 3)
-            tokens = [cls_id] + a[:len_a] + [sep_id] + b[:len_b] + [sep_id]
-            segment_ids[row, len_a + 2:len(tokens)] = 1
+            len_a, len_b = truncated_pair_lengths(len(a), len(b),
+                                                  max_seq_length - layout.pair_specials)
+            tokens, segments = layout.row(a[:len_a], b[:len_b])
         input_ids[row, :len(tokens)] = tokens
         input_mask[row, :len(tokens)] = 1
+        segment_ids[row, :len(tokens)] = segments
     return input_ids, input_mask, segment_ids
+
+
+def load_tokenizer(vocab_file, do_lower_case=True, family=None):
+    """The tokenizer a run uses: for WordPiece families (families.Family.tokenizer
+    "wordpiece"; None is BERT) a FullTokenizer of vocab.txt; for the others a
+    subword.SubwordTokenizer of the family's file (tokenizer.json, vocab.json +
+    merges.txt, sentencepiece.bpe.model, spiece.model), which has the same methods
+    and attributes the tasks use (encode_batch, encode_words, encode_pairs,
+    tokenize_batch, tokenize_words, convert_tokens_to_ids, convert_ids_to_tokens,
+    vocab, inv_vocab, layout, unk_token, mask_token)."""
+    if family is None or family.tokenizer == "wordpiece":
+        return FullTokenizer(vocab_file, do_lower_case)
+    from bert_toolkit.text import subword
+    return subword.SubwordTokenizer(vocab_file, family, do_lower_case)

@@ -137,15 +137,15 @@ def encode_windows(tokenizer, texts_a, texts_b, max_seq_length, stride):
     ids_b = [None if text is None else next(encoded_b) for text in texts_b]
     rows_a, rows_b, text_index = [], [], []
     for index, (a, b) in enumerate(zip(ids_a, ids_b)):
-        budget = max_seq_length - (2 if b is None else 3)
+        layout = tokenizer.layout
+        budget = max_seq_length - (layout.single_specials if b is None else layout.pair_specials)
         if b is not None:
             b = b[:max(budget // 2, budget - len(a))]
         for start, end in token_windows(len(a), budget - (len(b) if b else 0), stride):
             rows_a.append(a[start:end])
             rows_b.append(b)
             text_index.append(index)
-    arrays = tokenization.pack_rows(rows_a, rows_b, max_seq_length, tokenizer.vocab["[CLS]"],
-                                    tokenizer.vocab["[SEP]"])
+    arrays = tokenization.pack_rows(rows_a, rows_b, max_seq_length, tokenizer.layout)
     return arrays + (np.array(text_index, dtype=np.int32),)
 
 

@@ -28,6 +28,8 @@ from bert_toolkit import errors
 from bert_toolkit.estimator_compat import tf_estimator
 from bert_toolkit.text import graph_tokenization, tokenization
 
+LAYOUT = tokenization.Layout(cls_id=2, sep_id=3, pad_id=0, seps_between=1, segment_b=1)
+
 CASES = {"uncased": True, "cased": False}
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 TOKENS = TINY_TOKENS + ["##e", "#", "$", "5", "##中", "ab", "##ab", "[MASK]x"]
@@ -170,14 +172,14 @@ def test_pack_features_truncates_and_packs_like_encode_pairs():
             tf.ragged.constant(ids_a, tf.int32, row_splits_dtype=tf.int64),
             tf.ragged.constant(ids_b, tf.int32, row_splits_dtype=tf.int64), 2, 3,
             max_seq_length)
-        want = tokenization.pack_rows(ids_a, ids_b, max_seq_length, 2, 3)
+        want = tokenization.pack_rows(ids_a, ids_b, max_seq_length, LAYOUT)
         assert_features_equal({k: v.numpy() for k, v in got.items()}, want,
                               "pair %d" % max_seq_length)
     for max_seq_length in (2, 3, 7, 14):
         got = graph_tokenization.pack_features(
             tf.ragged.constant(ids_a, tf.int32, row_splits_dtype=tf.int64), None, 2, 3,
             max_seq_length)
-        want = tokenization.pack_rows(ids_a, [None] * len(ids_a), max_seq_length, 2, 3)
+        want = tokenization.pack_rows(ids_a, [None] * len(ids_a), max_seq_length, LAYOUT)
         assert_features_equal({k: v.numpy() for k, v in got.items()}, want,
                               "single %d" % max_seq_length)
 
