@@ -50,6 +50,36 @@ CONFIGS = {
                  num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
                  max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02),
+    # The other families' published base configs (bert_toolkit/families.py): the same
+    # encoder with their pieces, so a step should cost what BERT-base's does.
+    "roberta-base": dict(vocab_size=50265, hidden_size=768, num_hidden_layers=12,
+                         num_attention_heads=12, intermediate_size=3072,
+                         hidden_act="gelu_exact", hidden_dropout_prob=0.1,
+                         attention_probs_dropout_prob=0.1, max_position_embeddings=514,
+                         type_vocab_size=1, initializer_range=0.02, model_family="roberta",
+                         layer_norm_eps=1e-5),
+    "xlm-roberta-base": dict(vocab_size=250002, hidden_size=768, num_hidden_layers=12,
+                             num_attention_heads=12, intermediate_size=3072,
+                             hidden_act="gelu_exact", hidden_dropout_prob=0.1,
+                             attention_probs_dropout_prob=0.1, max_position_embeddings=514,
+                             type_vocab_size=1, initializer_range=0.02,
+                             model_family="xlm-roberta", layer_norm_eps=1e-5),
+    "electra-base": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
+                         num_attention_heads=12, intermediate_size=3072,
+                         hidden_act="gelu_exact", hidden_dropout_prob=0.1,
+                         attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+                         type_vocab_size=2, initializer_range=0.02, model_family="electra"),
+    "distilbert-base": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=6,
+                            num_attention_heads=12, intermediate_size=3072,
+                            hidden_act="gelu_exact", hidden_dropout_prob=0.1,
+                            attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+                            type_vocab_size=0, initializer_range=0.02,
+                            model_family="distilbert"),
+    "albert-base": dict(vocab_size=30000, hidden_size=768, num_hidden_layers=12,
+                        num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                        max_position_embeddings=512, type_vocab_size=2,
+                        initializer_range=0.02, model_family="albert", embedding_size=128),
     # For the smoke test: builds and runs in a second.
     "tiny": dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                  intermediate_size=64, hidden_act="gelu_exact", hidden_dropout_prob=0.1,
@@ -67,12 +97,12 @@ class BenchError(Exception):
 
 
 def load_config(name_or_path):
-    """(display name, dict of bert_config.json fields) for minilm, base, tiny or a path."""
+    """(display name, dict of bert_config.json fields) for a name of CONFIGS or a path."""
     if name_or_path in CONFIGS:
         return name_or_path, dict(CONFIGS[name_or_path])
     if not os.path.isfile(name_or_path):
-        raise BenchError("--config=%s: expected minilm, base, tiny or a bert_config.json path"
-                         % name_or_path)
+        raise BenchError("--config=%s: expected %s or a bert_config.json path"
+                         % (name_or_path, ", ".join(CONFIGS)))
     try:
         with open(name_or_path) as f:
             fields = json.load(f)
@@ -478,7 +508,7 @@ def remove_tree(path):
 def add_model_args(parser, batch_help=None):
     """--config, --seq_length, --batch: the work a model bench measures."""
     parser.add_argument("--config", default="minilm",
-                        help="minilm, base, tiny or a path to a bert_config.json.")
+                        help="%s or a path to a bert_config.json." % ", ".join(CONFIGS))
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32, help=batch_help)
 

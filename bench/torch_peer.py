@@ -30,25 +30,75 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 
-def make_model(config_name, num_labels=2, pretraining=False):
-    """BertForSequenceClassification of the bench config (BertForPreTraining with
-    `pretraining`)."""
-    import transformers
-    _, fields = benchlib.load_config(config_name)
-    config = transformers.BertConfig(
+# Our model_family -> (transformers config class, its classifier, its pre-training model)
+# and how each names the common fields (DistilBERT's config has its own names).
+_HF_CLASSES = {
+    "bert": ("BertConfig", "BertForSequenceClassification", "BertForPreTraining"),
+    "roberta": ("RobertaConfig", "RobertaForSequenceClassification", "RobertaForMaskedLM"),
+    "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForSequenceClassification",
+                    "XLMRobertaForMaskedLM"),
+    "electra": ("ElectraConfig", "ElectraForSequenceClassification", "ElectraForMaskedLM"),
+    "distilbert": ("DistilBertConfig", "DistilBertForSequenceClassification",
+                   "DistilBertForMaskedLM"),
+    "albert": ("AlbertConfig", "AlbertForSequenceClassification", "AlbertForPreTraining"),
+}
+
+
+def hf_config_fields(fields):
+    """The keyword arguments of the family's transformers config for bench `fields`."""
+    family = fields.get("model_family", "bert")
+    act = benchlib.HF_ACTIVATIONS[fields["hidden_act"]]
+    if family == "distilbert":
+        return dict(vocab_size=fields["vocab_size"], dim=fields["hidden_size"],
+                    n_layers=fields["num_hidden_layers"], n_heads=fields["num_attention_heads"],
+                    hidden_dim=fields["intermediate_size"], activation=act,
+                    dropout=fields["hidden_dropout_prob"],
+                    attention_dropout=fields["attention_probs_dropout_prob"],
+                    max_position_embeddings=fields["max_position_embeddings"])
+    kwargs = dict(
         vocab_size=fields["vocab_size"], hidden_size=fields["hidden_size"],
         num_hidden_layers=fields["num_hidden_layers"],
         num_attention_heads=fields["num_attention_heads"],
-        intermediate_size=fields["intermediate_size"],
-        hidden_act=benchlib.HF_ACTIVATIONS[fields["hidden_act"]],
+        intermediate_size=fields["intermediate_size"], hidden_act=act,
         hidden_dropout_prob=fields["hidden_dropout_prob"],
         attention_probs_dropout_prob=fields["attention_probs_dropout_prob"],
         max_position_embeddings=fields["max_position_embeddings"],
-        type_vocab_size=fields["type_vocab_size"], layer_norm_eps=1e-12,
-        num_labels=num_labels)
-    if pretraining:
-        return transformers.BertForPreTraining(config)
-    return transformers.BertForSequenceClassification(config)
+        type_vocab_size=fields["type_vocab_size"],
+        layer_norm_eps=fields.get("layer_norm_eps", 1e-12))
+    if fields.get("embedding_size"):
+        kwargs["embedding_size"] = fields["embedding_size"]
+    return kwargs
+
+
+def make_model(config_name, num_labels=2, pretraining=False):
+    """The family's ...ForSequenceClassification of the bench config (its pre-training
+    model with `pretraining`: BERT's and ALBERT's with both losses, the others'
+    masked LM)."""
+    import transformers
+    _, fields = benchlib.load_config(config_name)
+    config_class, classifier, pretrainer = _HF_CLASSES[fields.get("model_family", "bert")]
+    config = getattr(transformers, config_class)(num_labels=num_labels,
+                                                 **hf_config_fields(fields))
+    return getattr(transformers, pretrainer if pretraining else classifier)(config)
+
+
+def input_filter(model):
+    """A function that fits a batch to `model`'s forward: DistilBERT takes no token
+    types, the masked-LM models no next-sentence label, ALBERT names it
+    sentence_order_label."""
+    name = type(model).__name__
+    drop = set()
+    if model.config.model_type == "distilbert":
+        drop.add("token_type_ids")
+    if name.endswith("ForMaskedLM"):
+        drop.add("next_sentence_label")
+
+    def fit(batch):
+        batch = {k: v for k, v in batch.items() if k not in drop}
+        if name == "AlbertForPreTraining" and "next_sentence_label" in batch:
+            batch["sentence_order_label"] = batch.pop("next_sentence_label")
+        return batch
+    return fit
 
 
 def measure_torch_peak(precision, n=2048, repeats=5):
@@ -120,6 +170,7 @@ def serve(args):
     torch.manual_seed(0)
     features = dict(np.load(args.features))
     model = make_model(args.config, pretraining=args.mode == "pretrain")
+    fit = input_filter(model)
     bf16 = args.precision == "bf16"
     stream = pretraining_batches(features, args.batch) if args.mode == "pretrain" else \
         batches(features, args.batch, args.pad_to_longest, args.pad_multiple)
@@ -133,7 +184,7 @@ def serve(args):
         def step():
             batch = next(stream)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = model(**batch).loss
+                loss = model(**fit(batch)).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -146,7 +197,7 @@ def serve(args):
             batch.pop("labels")
             with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16,
                                                         enabled=bf16):
-                model(**batch).logits.float().numpy()
+                model(**fit(batch)).logits.float().numpy()
     else:
         step = make_onnx_step(model, stream, args)
 

@@ -8,7 +8,7 @@ bert_config.json as `model_family` and read back from there:
     bert          WordPiece   [CLS] a [SEP] b [SEP]        0..        dense + tanh
     roberta       byte BPE    <s> a </s></s> b </s>        2..        dense + tanh
     xlm-roberta   unigram     <s> a </s></s> b </s>        2..        dense + tanh
-    electra       WordPiece   [CLS] a [SEP] b [SEP]        0..        dense + GELU
+    electra       WordPiece   [CLS] a [SEP] b [SEP]        0..        dense + GELU (erf)
     distilbert    WordPiece   [CLS] a [SEP] b [SEP]        0..        dense + ReLU
     albert        unigram     [CLS] a [SEP] b [SEP]        0..        dense + tanh
 
@@ -35,7 +35,8 @@ tokenizer: "wordpiece", "bpe" (byte-level) or "unigram" (SentencePiece);
 pair_layout: "bert" ([CLS] a [SEP] b [SEP], b's segment 1) or "roberta"
 (<s> a </s></s> b </s>, one segment); position_offset: the position table row
 of the first token (RoBERTa's padding_idx + 1); pooler_activation: a
-modeling.py hidden_act name, or "config" for the config's hidden_act;
+modeling.py hidden_act name (ELECTRA's head fixes the exact GELU whatever its
+hidden_act);
 shares_layers: one layer's weights for all layers; has_token_types: whether
 segment ids reach the model (a bert_config may still set type_vocab_size 0)."""
 
@@ -43,7 +44,7 @@ FAMILIES = collections.OrderedDict((family.name, family) for family in (
     Family("bert", "bert", "wordpiece", "bert", 0, "tanh", False, True),
     Family("roberta", "roberta", "bpe", "roberta", 2, "tanh", False, True),
     Family("xlm-roberta", "xlm-roberta", "unigram", "roberta", 2, "tanh", False, True),
-    Family("electra", "electra", "wordpiece", "bert", 0, "config", False, True),
+    Family("electra", "electra", "wordpiece", "bert", 0, "gelu_exact", False, True),
     Family("distilbert", "distilbert", "wordpiece", "bert", 0, "relu", False, False),
     Family("albert", "albert", "unigram", "bert", 0, "tanh", True, True),
 ))

@@ -1,7 +1,7 @@
 """The package's layers (docs/architecture.md): no module imports a higher layer.
 
-    layer 0  base       errors, console, fileio, options, system, tensorflow_env,
-                        estimator_compat
+    layer 0  base       errors, console, fileio, options, system, families,
+                        tensorflow_env, estimator_compat
     layer 1  text       WordPiece, in-graph WordPiece, windows
              model      the BERT graph, the optimizer, FLOPs
     layer 2  engine     options, checks, the flows, model_fn, distribution, export

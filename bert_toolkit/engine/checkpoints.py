@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from bert_toolkit import console
 from bert_toolkit.errors import InputError
-from bert_toolkit.model import modeling
+from bert_toolkit.model import google_names, modeling
 
 
 def check_checkpoint(path, expected_shapes, required_prefix="bert/"):
@@ -24,9 +24,11 @@ def check_checkpoint(path, expected_shapes, required_prefix="bert/"):
     try:
         modeling.check_checkpoint_compatible(expected_shapes, path, required_prefix)
         reader = tf.train.load_checkpoint(path)
+        stored = reader.get_variable_to_shape_map()
         for name in expected_shapes:
-            if reader.has_tensor(name):
-                reader.get_tensor(name)
+            source = google_names.stored_name(name, stored)
+            if source is not None:
+                reader.get_tensor(source)
     except (tf.errors.OpError, IndexError) as e:
         # IndexError: TensorFlow's reader on a truncated .data file.
         raise InputError("%s: cannot read the checkpoint (%s)"

@@ -15,13 +15,23 @@ def forward_flops_per_example(config, seq_length, dense_tokens=None):
       when the encoder skips padding (modeling.token_packing), the attention
       products still spanning seq_length.
     """
-    field = config.get if isinstance(config, dict) else lambda name: getattr(config, name)
+    field = _fields(config)
     h, i = field("hidden_size"), field("intermediate_size")
     dense_per_token = 4 * h * h + 2 * h * i
     attention = 2 * 2 * seq_length * seq_length * h
     tokens = seq_length if dense_tokens is None else dense_tokens
+    # Narrower embeddings (ALBERT, small ELECTRAs) are projected to the hidden size.
+    projection = 2 * field("embedding_size") * h * seq_length if field("embedding_size") else 0
     return field("num_hidden_layers") * (2 * dense_per_token * tokens + attention) \
-        + 2 * h * h
+        + 2 * h * h + projection
+
+
+def _fields(config):
+    """name -> value of bert_config fields (a dict, or an object with those attributes);
+    None for a family field the config leaves out."""
+    if isinstance(config, dict):
+        return config.get
+    return lambda name: getattr(config, name, None)
 
 
 def training_flops_per_example(config, seq_length, dense_tokens=None):
@@ -39,7 +49,8 @@ def pretraining_flops_per_example(config, seq_length, predictions_per_example):
     masked-LM head's at each prediction (its transform dense layer and the tied
     output matmul over the vocabulary), forward + backward. The next-sentence
     head (a [hidden, 2] matmul) is left out."""
-    field = config.get if isinstance(config, dict) else lambda name: getattr(config, name)
+    field = _fields(config)
     h, vocab = field("hidden_size"), field("vocab_size")
-    head = 2 * (h * h + h * vocab) * predictions_per_example
+    width = field("embedding_size") or h  # the transform's output, tied to the word table
+    head = 2 * (h * width + width * vocab) * predictions_per_example
     return training_flops_per_example(config, seq_length) + 3 * head

@@ -41,7 +41,7 @@ import tensorflow as tf
 
 from bert_toolkit import families
 from bert_toolkit.errors import InputError
-from bert_toolkit.model import POOLING_MODES, fused
+from bert_toolkit.model import POOLING_MODES, fused, google_names
 
 tf1 = tf.compat.v1
 
@@ -863,8 +863,7 @@ def sentence_vector(model, input_mask, pooling="pooler"):
 
 def pooler_activation(config):
     """The pooler's activation function for the config's family (families.py)."""
-    name = config.family.pooler_activation
-    return get_activation(config.hidden_act if name == "config" else name)
+    return get_activation(config.family.pooler_activation)
 
 
 def pooler(sequence_output, config):
@@ -972,18 +971,21 @@ def variable_name(variable):
 
 
 def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
-    """Maps the checkpoint variables that `tvars` also has onto them (same name).
+    """Maps the checkpoint variables that `tvars` also has onto them: by the same name,
+    or where the checkpoint lacks it, by its name in Google's ELECTRA or ALBERT
+    checkpoints (google_names.py).
 
     Returns:
-      (assignment_map: OrderedDict name -> name,
-       initialized_variable_names: dict with each name and name + ":0").
+      (assignment_map: OrderedDict checkpoint name -> variable name,
+       initialized_variable_names: dict with each variable name and name + ":0").
     """
-    by_name = collections.OrderedDict((variable_name(v), v) for v in tvars)
+    stored = collections.OrderedDict(tf.train.list_variables(init_checkpoint))
     assignment_map = collections.OrderedDict()
     initialized_variable_names = {}
-    for name, _ in tf.train.list_variables(init_checkpoint):
-        if name in by_name:
-            assignment_map[name] = name
+    for name in (variable_name(v) for v in tvars):
+        source = google_names.stored_name(name, stored)
+        if source is not None:
+            assignment_map[source] = name
             initialized_variable_names[name] = 1
             initialized_variable_names[name + ":0"] = 1
     return assignment_map, initialized_variable_names
@@ -1047,16 +1049,17 @@ def check_checkpoint_compatible(expected_shapes, init_checkpoint, required_prefi
     """
     stored = dict(tf.train.list_variables(init_checkpoint))
     for name, shape in expected_shapes.items():
-        if name not in stored:
+        source = google_names.stored_name(name, stored)
+        if source is None:
             if name.startswith(required_prefix):
                 raise InputError("%s: checkpoint has no variable %s %s (is it a BERT "
                                  "checkpoint of this bert_config?)"
                                  % (init_checkpoint, name, list(shape)))
             continue
-        if list(stored[name]) != list(shape):
+        if list(stored[source]) != list(shape):
             raise InputError("%s: variable %s has shape %s in the checkpoint but %s in "
                              "the model (checkpoint from a different bert_config?)"
-                             % (init_checkpoint, name, list(stored[name]), list(shape)))
+                             % (init_checkpoint, source, list(stored[source]), list(shape)))
 
 
 def init_from_checkpoint(init_checkpoint, tvars=None):
