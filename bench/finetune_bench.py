@@ -75,6 +75,10 @@ def make_parser():
                              "precision, first replica count) and print where the time goes: "
                              "op time by op type and part of the model, and the wall "
                              "time no matmul ran.")
+    parser.add_argument("--baseline_config", default="",
+                        help="Also run ours on this config (e.g. base beside "
+                             "--config=roberta-base), in the same alternating rounds, for the "
+                             "ratio of the two models' steps; synthetic data only.")
     parser.add_argument("--num_replicas", type=int, default=1, help=argparse.SUPPRESS)
     return parser
 
@@ -173,6 +177,14 @@ def run(args):
     if args.peer == "auto":
         peer_python = benchlib.find_peer_python(("torch", "transformers"), args.peer_python)
     example_flops = flops.training_flops_per_example(config, args.seq_length)
+    baseline = None
+    if args.baseline_config:
+        if args.data != "synthetic":
+            raise benchlib.BenchError("--baseline_config needs --data=synthetic (the "
+                                      "real text is tokenized for one vocabulary)")
+        _, baseline = benchlib.load_config(args.baseline_config)
+        # Ids that both vocabularies hold.
+        config = dict(config, vocab_size=min(config["vocab_size"], baseline["vocab_size"]))
     print(benchlib.machine_line())
     print("fine-tuning %s, seq %d, global batch %d, data %s%s; %.2f GFLOP per example%s; "
           "%d rounds x %d steps after %d warm-up steps, sides alternating"
@@ -219,6 +231,14 @@ def run(args):
                 workers[name] = benchlib.Worker(name, command + passthrough(args), env)
                 replicas[name] = count
                 side_paddings[name] = padding
+                if baseline is not None:
+                    base_name = "%s [%s]" % (name, args.baseline_config)
+                    os.makedirs(sub + "-baseline")
+                    workers[base_name] = benchlib.Worker(base_name, command[:4] + [
+                        "--workdir=%s" % (sub + "-baseline")] + command[5:] + passthrough(
+                        args) + ["--config=%s" % args.baseline_config], env)
+                    replicas[base_name] = count
+                    side_paddings[base_name] = padding
             if peer_python:
                 for name, precision, extra in benchlib.torch_peer_sides(precisions,
                                                                         args.torch_compile):
@@ -236,6 +256,9 @@ def run(args):
             raise
         results = benchlib.measure_sides(workers, args, precisions, peer_python,
                                          example_flops, replicas)
+        if baseline is not None:
+            rescale_baseline(results, args.baseline_config, example_flops,
+                             flops.training_flops_per_example(baseline, args.seq_length))
         if args.data != "synthetic":
             count_work_done(results, config, features, args.batch, side_paddings,
                             paddings == ["full"])
@@ -246,6 +269,15 @@ def run(args):
                                     "machine": benchlib.machine_line(),
                                     "results": results})
     return 0
+
+
+def rescale_baseline(results, baseline_name, example_flops, baseline_flops):
+    """The baseline sides' GFLOP/s and MFU from their own model's FLOPs per example
+    (measure_sides counted --config's)."""
+    for result in results:
+        if result["side"].endswith("[%s]" % baseline_name):
+            for key in ("achieved_gflops", "mfu"):
+                result[key] *= baseline_flops / example_flops
 
 
 def count_work_done(results, config, features, batch, side_paddings, peer_full):
@@ -307,6 +339,13 @@ def print_results(results, peer_python, args):
             print("%s: its input pipeline alone delivers %.0f examples/s, %.0fx what a "
                   "replica consumes" % (r["side"], r["input_examples_per_second"],
                                         r["input_examples_per_second"] / consumed))
+    if args.baseline_config:
+        by_side = {r["side"]: r for r in results}
+        for r in results:
+            base = by_side.get("%s [%s]" % (r["side"], args.baseline_config))
+            if base:
+                print("%s / its %s: %.3fx" % (r["side"], args.baseline_config, benchlib.ratio(
+                    r["examples_per_second"], base["examples_per_second"])))
     if not peer_python:
         print("peer skipped: %s" % ("--peer=none" if args.peer == "none" else
                                     "no interpreter with torch + transformers found (see "

@@ -9,6 +9,7 @@ worker's fork server (tests/script_runs.py); the sides a bench runs in
 interpreters of their own start as they do for a user.
 """
 
+import json
 import os
 import sys
 
@@ -37,6 +38,20 @@ def test_finetune_bench_runs_the_estimator():
     assert "ours bf16 " in out and "ours bf16 by graph rewrite" in out
     assert "ours fp32 by graph rewrite" not in out
     assert "peer skipped: --peer=none" in out
+
+
+def test_finetune_bench_runs_a_family_beside_its_baseline(tmp_path):
+    config = tmp_path / "roberta" / "bert_config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps(dict(
+        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, hidden_act="gelu_exact", max_position_embeddings=66,
+        type_vocab_size=1, model_family="roberta", layer_norm_eps=1e-5)))
+    out = run_bench("finetune_bench.py", "--config=%s" % config, "--baseline_config=tiny",
+                    "--seq_length=16", "--batch=4", "--precision=fp32", "--rounds=1",
+                    "--steps_per_round=2", "--warmup_steps=1", "--peak_size=128",
+                    "--peer=none")
+    assert "ours fp32 [tiny]" in out and "ours fp32 / its tiny: " in out
 
 
 def test_pretraining_bench_trains_run_pretrainings_model_fn(tmp_path):
