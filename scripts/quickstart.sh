@@ -6,9 +6,11 @@
 #   4. fine-tuning on 80% of the sentences, evaluation on the other 20%,
 #   5. a SavedModel for TensorFlow Serving, and predictions for raw sentences,
 #   6. the same model as a Hugging Face folder (sentence-transformers layout).
-# Training precision is "auto": bf16 where the CPU/GPU has bf16 matrix units, else
-# fp32; evaluation, prediction and the SavedModel run in fp32, which every machine
-# serves at full speed and which the Hugging Face folder computes too.
+# Training precision is "auto": on a CPU whichever of bf16 and fp32 runs faster here
+# (a matmul timed in both, once per machine and TensorFlow, then cached; the log's
+# devices line shows the figures), on GPUs bf16 from Ampere on, else fp16; evaluation,
+# prediction and the SavedModel run in fp32, which every machine serves at full speed
+# and which the Hugging Face folder computes too.
 # The head reads the mean of the token states (--pooling=mean), as this
 # sentence-transformers model was trained; its pooler layer never was.
 # Environment knobs: RUN_DIR (default runs/quickstart), EPOCHS (3), LIMIT (all

@@ -1,8 +1,10 @@
 """What every training run does around its Estimator, fine-tuning and pre-training alike.
 
     place      joins the cluster --cluster names (its strategy before any other
-               TensorFlow op), resolves this process's devices and precisions,
-               measures the matmul peak the training log's MFU is taken against
+               TensorFlow op), resolves this process's devices and precisions
+               (`auto` on a CPU by its matmul rates in fp32 and bf16, cached per
+               machine), measures the matmul peak the training log's MFU is taken
+               against
     claim      holds output_dir for this run, once every check has passed
     describe   the one line saying where the run trains and where its output goes
     train_to   trains up to a step: in this process, or with every worker of the cluster
@@ -101,11 +103,9 @@ def claim(output_dir, placement):
 def describe(options, placement):
     """The one line saying where the run trains and where its output goes."""
     runtime, cluster = placement.runtime, placement.cluster
-    return ("%s; devices %s, precision %s (inference %s)%s; output in %s (watch it with "
-            "tensorboard --logdir %s)"
+    return ("%s; devices %s, %s%s; output in %s (watch it with tensorboard --logdir %s)"
             % (cluster.description if cluster else "one process", ",".join(runtime.devices),
-               runtime.precision + (" by graph rewrite" if runtime.graph_rewrite else ""),
-               runtime.inference_precision,
+               distribution.describe_precisions(options, runtime),
                distribution.describe_peak(placement.matmul_peak), options.output_dir,
                options.output_dir))
 

@@ -109,8 +109,10 @@ class RunOptions(ModelOptions, DeviceOptions, TpuOptions):
     seed: int = option(12345, "Random seed of initialisation, dropout, shuffling.")
     precision: str = option(
         "fp32", "Training compute precision (variables stay fp32). fp16 uses dynamic loss "
-        "scaling; bf16 needs none. auto: bf16 where the hardware has bf16 matrix units "
-        "(Ampere+ GPUs, AMX/AVX512-BF16 CPUs), else fp16 on GPUs and fp32 on CPUs.",
+        "scaling; bf16 needs none. auto: on GPUs bf16 on Ampere and newer, else fp16; on a "
+        "CPU whichever runs faster here: bf16 if its matmuls measure at least 1.1x fp32's "
+        "(timed at start-up once per machine and TensorFlow, then cached; a CPU without "
+        "bf16 units is not timed and runs fp32). The devices line shows the figures.",
         choices=PRECISIONS)
     use_fp16: bool = option(False, "Alias of --precision=fp16 (multi-GPU fork).")
     mixed_precision: str = option(
@@ -121,7 +123,9 @@ class RunOptions(ModelOptions, DeviceOptions, TpuOptions):
         "bf16 pass on CPUs; fp16 keeps dynamic loss scaling). Evaluation, prediction and "
         "the export use --inference_precision either way.", choices=MIXED_PRECISION_MODES)
     inference_precision: str = option(
-        "fp32", "Compute precision of evaluation, prediction and the exported SavedModel.",
+        "fp32", "Compute precision of evaluation, prediction and the exported SavedModel. "
+        "auto: as --precision=auto, but on a CPU bf16 must measure at least 1.3x fp32 "
+        "(inference gains less from faster matmuls than training).",
         choices=PRECISIONS)
     use_xla: bool = option(False, "Compile the graph with XLA (JIT).")
     cluster: str = option(
