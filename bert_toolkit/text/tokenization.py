@@ -752,14 +752,40 @@ def pack_rows(ids_a, ids_b, max_seq_length, layout):
 
 
 def load_tokenizer(vocab_file, do_lower_case=True, family=None):
-    """The tokenizer a run uses: for WordPiece families (families.Family.tokenizer
-    "wordpiece"; None is BERT) a FullTokenizer of vocab.txt; for the others a
-    subword.SubwordTokenizer of the family's file (tokenizer.json, vocab.json +
-    merges.txt, sentencepiece.bpe.model, spiece.model), which has the same methods
-    and attributes the tasks use (encode_batch, encode_words, encode_pairs,
+    """The tokenizer a run uses, by the family (a families.Family; None is BERT) and
+    the file `vocab_file` names (--vocab_file, --do_lower_case).
+
+    WordPiece families (Family.tokenizer "wordpiece"): a FullTokenizer of vocab.txt
+    (a tokenizer.json named instead reads the vocab.txt beside it). Casing is the
+    flag's, as for BERT; do_lower_case None takes tokenizer_config.json's
+    do_lower_case beside the file, else True.
+
+    Byte-level BPE and SentencePiece families: a subword.SubwordTokenizer of the
+    file (tokenizer.json, vocab.json or merges.txt, sentencepiece.bpe.model,
+    spiece.model or any SentencePiece .model), with the methods and attributes the
+    tasks use (encode_batch, encode_words, encode_pairs, encode_with_offsets,
     tokenize_batch, tokenize_words, convert_tokens_to_ids, convert_ids_to_tokens,
-    vocab, inv_vocab, layout, unk_token, mask_token)."""
-    if family is None or family.tokenizer == "wordpiece":
-        return FullTokenizer(vocab_file, do_lower_case)
+    vocab, inv_vocab, layout, unk_token, mask_token). Their casing is the file's:
+    pass do_lower_case None unless the user gave --do_lower_case, whose value must
+    then agree with the file (else one InputError line).
+    """
     from bert_toolkit.text import subword
-    return subword.SubwordTokenizer(vocab_file, family, do_lower_case)
+    if family is not None and family.tokenizer != "wordpiece":
+        return subword.SubwordTokenizer(vocab_file, family, do_lower_case)
+    kind = subword.source_kind(vocab_file)
+    name = "BERT" if family is None else family.name
+    if kind == "tokenizer.json":
+        vocab_txt = os.path.join(os.path.dirname(str(vocab_file)), "vocab.txt")
+        if not subword.exists(vocab_txt):
+            raise errors.InputError("vocab file %s: the %s family reads a WordPiece vocab.txt, "
+                                    "and there is none beside this tokenizer.json; pass "
+                                    "--vocab_file=<its vocab.txt>" % (vocab_file, name))
+        vocab_file = vocab_txt
+    elif kind != "wordpiece":
+        raise errors.InputError("vocab file %s: a %s file, but the %s family's tokenizer is "
+                                "WordPiece; expected its vocab.txt"
+                                % (vocab_file, subword.KIND_NAMES[kind], name))
+    if do_lower_case is None:
+        do_lower_case = bool(subword.read_tokenizer_config(vocab_file).get("do_lower_case",
+                                                                            True))
+    return FullTokenizer(vocab_file, do_lower_case)
