@@ -1,16 +1,26 @@
-"""Converts a Hugging Face BERT folder into Google's checkpoint layout.
+"""Converts a Hugging Face encoder folder into Google's checkpoint layout.
 
     python convert_hf_checkpoint.py --hf_dir=path/to/hf_model \\
         --output_dir=path/to/google_model [--overwrite]
 
-The input folder holds config.json, vocab.txt and the weights as
+The input is a folder as the Hub has it, of any family of
+bert_toolkit/families.py (config.json's `model_type`: bert, roberta,
+xlm-roberta, electra, distilbert, albert): config.json, the weights as
 model.safetensors or pytorch_model.bin (or sharded: *.index.json plus the
-shards). The output folder gets what Google released for each BERT:
+shards) and the family's tokenizer files (vocab.txt; tokenizer.json; vocab.json
++ merges.txt; sentencepiece.bpe.model; spiece.model), whichever are there.
+--hf_dir may also be a Hub model id (hub.py) or a folder of Google's own
+ELECTRA or ALBERT release (google_checkpoints.py). The output folder gets what
+Google released for each BERT:
 
-    bert_config.json  vocab.txt  bert_model.ckpt.index
-    bert_model.ckpt.data-00000-of-00001
+    bert_config.json  bert_model.ckpt.index  bert_model.ckpt.data-00000-of-00001
+    and the tokenizer files, copied unchanged
 
 so `--init_checkpoint=OUTPUT/bert_model.ckpt` works with every script here.
+bert_config.json has Google's fields, and for the other families
+`model_family` and, where not BERT's, `layer_norm_eps` and `embedding_size`
+(modeling.BertConfig reads them); every family's variables get BERT's Google
+names (hf_families.py has each family's map).
 
 Untrusted files never run code: safetensors is read with the `safetensors`
 package, and pytorch_model.bin (the zip format of torch >= 1.6) by a
@@ -19,14 +29,17 @@ needs (tensor rebuilders, storage types, OrderedDict), all mapped to numpy
 builders written here; any other global is refused before it is looked up.
 torch is never imported.
 
-Variable mapping (Hugging Face -> Google), with `bert.` prefixes and
-old-style LayerNorm `gamma`/`beta` accepted on the Hugging Face side:
-Linear `weight` [out, in] -> `kernel` [in, out] (transposed), Linear `bias`
--> `bias`, LayerNorm `weight`/`bias` -> `gamma`/`beta`, Embedding `weight`
--> the table itself; pre-training heads `cls.predictions.*` and
-`cls.seq_relationship.*` map to `cls/...` (`output_weights` [2, hidden] keeps
-the [out, in] layout, as in Google's code). `embeddings.position_ids` and the
-MLM decoder weight (tied to the word embeddings) are dropped.
+Variable mapping (Hugging Face -> Google), with the base model's prefix
+(`bert.`, `roberta.`, ...) and old-style LayerNorm `gamma`/`beta` accepted on
+the Hugging Face side: Linear `weight` [out, in] -> `kernel` [in, out]
+(transposed), Linear `bias` -> `bias`, LayerNorm `weight`/`bias` ->
+`gamma`/`beta`, Embedding `weight` -> the table itself; the pre-training heads
+map to `cls/...` (`output_weights` [2, hidden] keeps the [out, in] layout, as
+in Google's code), a ...ForSequenceClassification head (not BERT's) to our
+classifier (`output_weights` [labels, hidden], its dense layer to
+bert/pooler/dense). `embeddings.position_ids` and the MLM decoder weight (tied
+to the word embeddings) are dropped; heads with no place in the layout
+(ELECTRA's discriminator head, token and span heads) are left out and named.
 
 The output appears all at once: everything is written into a temporary
 folder next to --output_dir and renamed into place at the end, so a failure
@@ -43,8 +56,8 @@ import tempfile
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy for BF16 safetensors)
 import numpy as np
 
-from bert_toolkit import fileio
-from bert_toolkit.convert import safe_unpickle
+from bert_toolkit import families, fileio
+from bert_toolkit.convert import google_checkpoints, hf_families, hub, safe_unpickle
 from bert_toolkit.errors import InputError
 
 CONFIG_NAME = "config.json"
@@ -260,14 +273,19 @@ def load_hf_state(hf_dir):
 # ---------------------------------------------------------------------------
 
 # One variable of the Google layout: its name and shape, the canonical
-# Hugging Face key it comes from (BertModel spelling, no `bert.` prefix), and
-# whether the array is transposed on the way (Linear weight [out, in] ->
-# kernel [in, out]). `group` says which tensors stand or fall together.
+# Hugging Face key it comes from (the family's base-model spelling, no
+# `bert.`/`roberta.`... prefix, for the encoder and pooler; the top-level key for
+# heads), and whether the array is transposed on the way (Linear weight
+# [out, in] -> kernel [in, out]). `group` says which tensors stand or fall
+# together.
 TensorSpec = collections.namedtuple("TensorSpec", "name shape hf_key transpose group")
 
 # Required: the encoder. Optional, but all-or-nothing within a group: the
-# pooler (BertForMaskedLM has none) and the two pre-training heads.
-BACKBONE, POOLER, MLM_HEAD, NSP_HEAD = "backbone", "pooler", "mlm_head", "nsp_head"
+# pooler (BertForMaskedLM has none), the two pre-training heads and a
+# ...ForSequenceClassification head.
+BACKBONE, POOLER, MLM_HEAD, NSP_HEAD, CLASSIFIER = (
+    "backbone", "pooler", "mlm_head", "nsp_head", "classifier")
+_BASE_GROUPS = (BACKBONE, POOLER)  # keys relative to the base model
 
 
 def _dense_specs(google_path, hf_path, in_size, out_size, group):
@@ -281,77 +299,110 @@ def _layer_norm_specs(google_path, hf_path, size, group):
             TensorSpec(google_path + "/beta", (size,), hf_path + ".bias", False, group)]
 
 
-def tensor_specs(bert_config):
-    """Every variable a Google checkpoint of `bert_config` (dict) may hold, in order."""
+def _embedding_specs(bert_config, naming, width):
     hidden = bert_config["hidden_size"]
-    inner = bert_config["intermediate_size"]
-    specs = [
-        TensorSpec("bert/embeddings/word_embeddings", (bert_config["vocab_size"], hidden),
-                   "embeddings.word_embeddings.weight", False, BACKBONE),
-        TensorSpec("bert/embeddings/token_type_embeddings",
-                   (bert_config["type_vocab_size"], hidden),
-                   "embeddings.token_type_embeddings.weight", False, BACKBONE),
-        TensorSpec("bert/embeddings/position_embeddings",
-                   (bert_config["max_position_embeddings"], hidden),
-                   "embeddings.position_embeddings.weight", False, BACKBONE),
-    ]
-    specs += _layer_norm_specs("bert/embeddings/LayerNorm", "embeddings.LayerNorm", hidden,
+    specs = [TensorSpec("bert/embeddings/word_embeddings", (bert_config["vocab_size"], width),
+                        "embeddings.word_embeddings.weight", False, BACKBONE)]
+    if bert_config["type_vocab_size"]:
+        specs.append(TensorSpec("bert/embeddings/token_type_embeddings",
+                                (bert_config["type_vocab_size"], width),
+                                "embeddings.token_type_embeddings.weight", False, BACKBONE))
+    specs.append(TensorSpec("bert/embeddings/position_embeddings",
+                            (bert_config["max_position_embeddings"], width),
+                            "embeddings.position_embeddings.weight", False, BACKBONE))
+    specs += _layer_norm_specs("bert/embeddings/LayerNorm", "embeddings.LayerNorm", width,
                                BACKBONE)
-    for index in range(bert_config["num_hidden_layers"]):
-        google = "bert/encoder/layer_%d/" % index
-        hf = "encoder.layer.%d." % index
-        for part in ("query", "key", "value"):
-            specs += _dense_specs(google + "attention/self/" + part,
-                                  hf + "attention.self." + part, hidden, hidden, BACKBONE)
-        specs += _dense_specs(google + "attention/output/dense", hf + "attention.output.dense",
-                              hidden, hidden, BACKBONE)
-        specs += _layer_norm_specs(google + "attention/output/LayerNorm",
-                                   hf + "attention.output.LayerNorm", hidden, BACKBONE)
-        specs += _dense_specs(google + "intermediate/dense", hf + "intermediate.dense",
-                              hidden, inner, BACKBONE)
-        specs += _dense_specs(google + "output/dense", hf + "output.dense", inner, hidden,
+    if bert_config.get("embedding_size") and naming.projection:
+        specs += _dense_specs("bert/embeddings_project", naming.projection, width, hidden,
                               BACKBONE)
-        specs += _layer_norm_specs(google + "output/LayerNorm", hf + "output.LayerNorm",
-                                   hidden, BACKBONE)
-    specs += _dense_specs("bert/pooler/dense", "pooler.dense", hidden, hidden, POOLER)
-    specs += _dense_specs("cls/predictions/transform/dense", "cls.predictions.transform.dense",
-                          hidden, hidden, MLM_HEAD)
-    specs += _layer_norm_specs("cls/predictions/transform/LayerNorm",
-                               "cls.predictions.transform.LayerNorm", hidden, MLM_HEAD)
-    specs.append(TensorSpec("cls/predictions/output_bias", (bert_config["vocab_size"],),
-                            "cls.predictions.bias", False, MLM_HEAD))
-    # Linear(hidden, 2).weight is [2, hidden]: the layout Google's code keeps.
-    specs.append(TensorSpec("cls/seq_relationship/output_weights", (2, hidden),
-                            "cls.seq_relationship.weight", False, NSP_HEAD))
-    specs.append(TensorSpec("cls/seq_relationship/output_bias", (2,),
-                            "cls.seq_relationship.bias", False, NSP_HEAD))
     return specs
 
 
-def candidate_hf_keys(hf_key):
-    """Spellings a canonical Hugging Face key may have in a file, preferred first.
+def _layer_specs(bert_config, naming, index):
+    hidden, inner = bert_config["hidden_size"], bert_config["intermediate_size"]
+    sizes = {"intermediate/dense": (hidden, inner), "output/dense": (inner, hidden)}
+    google, hf = "bert/encoder/layer_%d/" % index, naming.layer % index
+    specs = []
+    for ours, theirs, kind in naming.layer_parts:
+        if kind == "norm":
+            specs += _layer_norm_specs(google + ours, hf + theirs, hidden, BACKBONE)
+        else:
+            in_size, out_size = sizes.get(ours, (hidden, hidden))
+            specs += _dense_specs(google + ours, hf + theirs, in_size, out_size, BACKBONE)
+    return specs
+
+
+def _head_specs(bert_config, naming, width, num_labels):
+    hidden, vocab_size = bert_config["hidden_size"], bert_config["vocab_size"]
+    specs = []
+    if naming.pooler:
+        specs += _dense_specs("bert/pooler/dense", naming.pooler, hidden, hidden, POOLER)
+    if naming.mlm:
+        # The transform narrows to the embedding width (ALBERT, ELECTRA's generator):
+        # its output meets the [vocab, width] word table.
+        specs += _dense_specs("cls/predictions/transform/dense", naming.mlm.dense, hidden,
+                              width, MLM_HEAD)
+        specs += _layer_norm_specs("cls/predictions/transform/LayerNorm", naming.mlm.norm,
+                                   width, MLM_HEAD)
+        specs.append(TensorSpec("cls/predictions/output_bias", (vocab_size,),
+                                naming.mlm.biases[0], False, MLM_HEAD))
+    if naming.nsp:
+        # Linear(hidden, 2).weight is [2, hidden]: the layout Google's code keeps.
+        specs.append(TensorSpec("cls/seq_relationship/output_weights", (2, hidden),
+                                naming.nsp + ".weight", False, NSP_HEAD))
+        specs.append(TensorSpec("cls/seq_relationship/output_bias", (2,),
+                                naming.nsp + ".bias", False, NSP_HEAD))
+    if num_labels and naming.classifier:
+        if naming.classifier.dense:
+            specs += _dense_specs("bert/pooler/dense", naming.classifier.dense, hidden, hidden,
+                                  CLASSIFIER)
+        # Our [num_labels, hidden] is the output Linear's [out, in] as it stands.
+        specs.append(TensorSpec("output_weights", (num_labels, hidden),
+                                naming.classifier.out + ".weight", False, CLASSIFIER))
+        specs.append(TensorSpec("output_bias", (num_labels,), naming.classifier.out + ".bias",
+                                False, CLASSIFIER))
+    return specs
+
+
+def tensor_specs(bert_config, num_labels=None):
+    """Every variable a Google checkpoint of `bert_config` (dict) may hold, in order, with
+    the Hugging Face keys of its family (`model_family`, BERT when absent).
+
+    num_labels: the labels of a ...ForSequenceClassification head to map as well.
+    """
+    naming = hf_families.naming(bert_config.get("model_family"))
+    width = bert_config.get("embedding_size") or bert_config["hidden_size"]
+    specs = _embedding_specs(bert_config, naming, width)
+    layers = 1 if naming.family.shares_layers else bert_config["num_hidden_layers"]
+    for index in range(layers):
+        specs += _layer_specs(bert_config, naming, index)
+    return specs + _head_specs(bert_config, naming, width, num_labels)
+
+
+def candidate_hf_keys(spec, naming=hf_families.NAMINGS["bert"]):
+    """Spellings a spec's Hugging Face key may have in a file, preferred first.
 
     'embeddings.LayerNorm.weight' -> [it, 'embeddings.LayerNorm.gamma',
     'bert.embeddings.LayerNorm.weight', 'bert.embeddings.LayerNorm.gamma'].
     """
-    keys = [hf_key]
-    if ".LayerNorm." in hf_key:
+    keys = [spec.hf_key]
+    if ".LayerNorm." in spec.hf_key:
         # Checkpoints converted by early pytorch-pretrained-bert kept TF names.
-        keys.append(hf_key.replace(".LayerNorm.weight", ".LayerNorm.gamma")
+        keys.append(spec.hf_key.replace(".LayerNorm.weight", ".LayerNorm.gamma")
                     .replace(".LayerNorm.bias", ".LayerNorm.beta"))
-    if hf_key == "cls.predictions.bias":
-        keys.append("cls.predictions.decoder.bias")  # the same tied parameter
-    if not hf_key.startswith("cls."):
-        keys += ["bert." + key for key in keys]  # BertFor* models nest BertModel
+    if spec.name == "cls/predictions/output_bias":
+        keys += list(naming.mlm.biases[1:])  # the same tied parameter
+    if spec.group in _BASE_GROUPS:
+        keys += [naming.prefix + key for key in keys]  # the For* models nest the base model
     return list(collections.OrderedDict.fromkeys(keys))
 
 
-# Present in many files, absent from Google's layout on purpose.
-_DROPPED_KEYS = ("embeddings.position_ids", "bert.embeddings.position_ids")
-_DECODER_WEIGHT = "cls.predictions.decoder.weight"
-# Unused keys under these prefixes belong to BERT itself, so leaving them out
-# would silently drop weights (e.g. a layer beyond num_hidden_layers).
-_BERT_PREFIXES = ("embeddings.", "encoder.", "pooler.", "cls.", "bert.")
+# Buffers present in many files, absent from Google's layout on purpose.
+_DROPPED_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
+
+
+def _dropped_keys(naming):
+    return set(_DROPPED_SUFFIXES) | {naming.prefix + key for key in _DROPPED_SUFFIXES}
 
 
 def _as_float32(array, key, source):
@@ -361,9 +412,9 @@ def _as_float32(array, key, source):
     return np.asarray(array, dtype=np.float32)
 
 
-def _lookup(state, spec, source):
+def _lookup(state, spec, naming, source):
     """(key found, float32 array in Google layout) for `spec`, or None if absent."""
-    found = [key for key in candidate_hf_keys(spec.hf_key) if key in state]
+    found = [key for key in candidate_hf_keys(spec, naming) if key in state]
     if not found:
         return None
     key = found[0]
@@ -381,53 +432,73 @@ def _lookup(state, spec, source):
     return key, array
 
 
-def _check_tied_decoder(state, word_embeddings, source):
+def _check_tied_decoder(state, word_embeddings, naming, source):
     """The MLM decoder weight is dropped: make sure it really is the word embeddings."""
-    if _DECODER_WEIGHT not in state or word_embeddings is None:
+    decoder_key = naming.mlm.decoder
+    if decoder_key not in state or word_embeddings is None:
         return
-    decoder = _as_float32(state[_DECODER_WEIGHT], _DECODER_WEIGHT, source)
+    decoder = _as_float32(state[decoder_key], decoder_key, source)
     if decoder.shape != word_embeddings.shape or not np.array_equal(decoder, word_embeddings):
         raise InputError("%s: %s differs from the word embeddings; Google's layout ties "
-                         "them, so this model cannot be converted" % (source, _DECODER_WEIGHT))
+                         "them, so this model cannot be converted" % (source, decoder_key))
 
 
-def hf_state_to_google_variables(state, bert_config, source="the weights file"):
-    """Maps a Hugging Face state dict onto Google's variable names.
-
-    state: name -> np.ndarray (any float dtype); bert_config: the dict from
-    hf_config_to_bert_config. Returns (variables, ignored_keys): an
-    OrderedDict Google name -> float32 array of the shape in tensor_specs, and
-    the sorted keys outside BERT (e.g. a task head) that were left out.
-    Missing or misshapen tensors, and unused ones that belong to BERT, raise
-    InputError naming `source` and the tensor.
-    """
-    specs = tensor_specs(bert_config)
-    found = collections.OrderedDict()
-    used_keys = set(_DROPPED_KEYS)
-    for spec in specs:
-        hit = _lookup(state, spec, source)
-        if hit is not None:
-            found[spec.name] = hit[1]
-            used_keys.update(k for k in candidate_hf_keys(spec.hf_key) if k in state)
-    for group in (BACKBONE, POOLER, MLM_HEAD, NSP_HEAD):
-        members = [s for s in specs if s.group == group]
-        present = [s for s in members if s.name in found]
-        if group != BACKBONE and not present:
+def _check_groups(specs, hit_indices, source):
+    """Every spec of the backbone, and of each head present in part, must be there."""
+    for group in (BACKBONE, POOLER, MLM_HEAD, NSP_HEAD, CLASSIFIER):
+        members = [(i, s) for i, s in enumerate(specs) if s.group == group]
+        if group != BACKBONE and not any(i in hit_indices for i, _ in members):
             continue
-        for spec in members:
-            if spec.name not in found:
+        for index, spec in members:
+            if index not in hit_indices:
                 raise InputError("%s: missing tensor %s (for %s, shape %s per %s)"
                                  % (source, spec.hf_key, spec.name,
                                     list(spec.shape[::-1] if spec.transpose else spec.shape),
                                     CONFIG_NAME))
-    _check_tied_decoder(state, found.get("bert/embeddings/word_embeddings"), source)
-    used_keys.add(_DECODER_WEIGHT)
+
+
+def hf_state_to_google_variables(state, bert_config, source="the weights file",
+                                 num_labels=None):
+    """Maps a Hugging Face state dict onto Google's variable names.
+
+    state: name -> np.ndarray (any float dtype); bert_config: the dict from
+    hf_config_to_bert_config (or hf_families.bert_config_from_hf: its
+    `model_family` picks the names); num_labels: map a ...ForSequenceClassification
+    head of that many labels too. Returns (variables, ignored_keys): an
+    OrderedDict Google name -> float32 array of the shape in tensor_specs, and
+    the sorted keys outside the encoder and its heads (e.g. a task head) that were
+    left out. Missing or misshapen tensors, and unused ones that belong to the
+    encoder, raise InputError naming `source` and the tensor.
+    """
+    naming = hf_families.naming(bert_config.get("model_family"))
+    specs = tensor_specs(bert_config, num_labels)
+    found, origin, hit_indices = collections.OrderedDict(), {}, set()
+    used_keys = _dropped_keys(naming)
+    for index, spec in enumerate(specs):
+        hit = _lookup(state, spec, naming, source)
+        if hit is None:
+            continue
+        key, array = hit
+        hit_indices.add(index)
+        used_keys.update(k for k in candidate_hf_keys(spec, naming) if k in state)
+        if spec.name not in found:
+            found[spec.name], origin[spec.name] = array, key
+        elif not np.array_equal(found[spec.name], array):
+            # RoBERTa's pooler and its classifier's dense layer both become ours.
+            raise InputError("%s: tensors %s and %s both give %s but differ"
+                             % (source, origin[spec.name], key, spec.name))
+    _check_groups(specs, hit_indices, source)
+    if naming.mlm:
+        _check_tied_decoder(state, found.get("bert/embeddings/word_embeddings"), naming,
+                            source)
+        used_keys.add(naming.mlm.decoder)
     unused = sorted(k for k in state if k not in used_keys)
-    stray = [k for k in unused if k.startswith(_BERT_PREFIXES)]
+    stray = [k for k in unused if k.startswith(naming.owned)]
     if stray:
-        raise InputError("%s: tensor %s does not fit a BERT with %s's sizes (%s unused "
-                         "BERT tensors; check num_hidden_layers)"
-                         % (source, stray[0], CONFIG_NAME, len(stray)))
+        what = "BERT" if naming.family.name == "bert" else naming.family.name
+        raise InputError("%s: tensor %s does not fit a %s with %s's sizes (%s unused "
+                         "%s tensors; check num_hidden_layers)"
+                         % (source, stray[0], what, CONFIG_NAME, len(stray), what))
     return found, unused
 
 
@@ -519,7 +590,15 @@ def _publish(staging_dir, output_dir, overwrite, flag_name):
 
 
 ConversionResult = collections.namedtuple(
-    "ConversionResult", "output_dir weights_path num_variables num_parameters ignored_keys notes")
+    "ConversionResult", "output_dir weights_path num_variables num_parameters ignored_keys notes "
+    "family vocab_file")
+
+Source = collections.namedtuple("Source", [
+    "family", "bert_config", "variables", "ignored", "weights_path", "tokenizer_files",
+    "notes"])
+"""What an input folder converts to, before anything is written: the families.Family,
+bert_config (dict), our variables, the source's names left out, the file the weights
+came from, the tokenizer files to copy, the notes for the summary."""
 
 
 def _lowercase_note(hf_dir):
@@ -550,10 +629,210 @@ def _pooling_note(hf_dir):
     return None
 
 
-def _write_output(staging_dir, hf_dir, bert_config, variables):
+# ---------------------------------------------------------------------------
+# The tokenizer files
+# ---------------------------------------------------------------------------
+
+def tokenizer_file_names(folder):
+    """The tokenizer files `folder` holds (hf_families.TOKENIZER_FILES and any
+    SentencePiece *.model, e.g. ALBERT's 30k-clean.model), copied unchanged."""
+    names = [n for n in hf_families.TOKENIZER_FILES if os.path.isfile(os.path.join(folder, n))]
+    names += sorted(n for n in os.listdir(folder)
+                    if n.endswith(".model") and n not in names
+                    and os.path.isfile(os.path.join(folder, n)))
+    return names
+
+
+def _check_tokenizer(folder, names, family, vocab_size, config_source):
+    """InputError unless the folder has the family's tokenizer, of vocab_size tokens."""
+    if family.tokenizer == "wordpiece":
+        vocab_path = os.path.join(folder, VOCAB_NAME)
+        num_tokens = count_vocab_tokens(vocab_path)
+        if num_tokens != vocab_size:
+            raise InputError("%s: %d tokens (lines), but %s has vocab_size %d"
+                             % (vocab_path, num_tokens, config_source, vocab_size))
+        return
+    vocab_file = hf_families.preferred_vocab_file(names)
+    if vocab_file is None:
+        raise InputError("%s: no tokenizer file; a %s model comes with tokenizer.json or "
+                         "its own (vocab.json + merges.txt, sentencepiece.bpe.model, "
+                         "spiece.model)" % (folder, family.name))
+    from bert_toolkit.text import tokenization
+    try:
+        tokenizer = tokenization.load_tokenizer(os.path.join(folder, vocab_file), None, family)
+    except ImportError:
+        return  # a version without the subword tokenizers: the tasks will say so
+    if len(tokenizer.vocab) != vocab_size:
+        raise InputError("%s: %d tokens, but %s has vocab_size %d"
+                         % (os.path.join(folder, vocab_file), len(tokenizer.vocab),
+                            config_source, vocab_size))
+
+
+# ---------------------------------------------------------------------------
+# Reading a Hugging Face folder, or one of Google's ELECTRA / ALBERT releases
+# ---------------------------------------------------------------------------
+
+def _sequence_labels(state, hf_config, naming):
+    """The labels of a ...ForSequenceClassification head in `state`, else None.
+
+    Only where config.json's architectures (if any) say the model is one: other
+    classes reuse the name `classifier` for other heads (token labelling).
+    """
+    if naming.classifier is None:
+        return None
+    architectures = hf_config.get("architectures") or []
+    if architectures and not any(str(a).endswith("ForSequenceClassification")
+                                 for a in architectures):
+        return None
+    weight = state.get(naming.classifier.out + ".weight")
+    if weight is None or weight.ndim != 2:
+        return None
+    return int(weight.shape[0])
+
+
+def _classifier_note(hf_config, num_labels):
+    labels = hf_config.get("id2label")
+    named = ""
+    if isinstance(labels, dict) and len(labels) == num_labels:
+        try:
+            named = ": " + ", ".join(str(labels[k]) for k in sorted(labels, key=int))
+        except (TypeError, ValueError):
+            named = ""
+    return ("kept the sequence classifier (%d labels%s) as output_weights/output_bias and "
+            "its dense layer as bert/pooler/dense: fine-tuning with the same labels in this "
+            "order continues from it, and a prediction run uses it as it is"
+            % (num_labels, named))
+
+
+def _family_notes(hf_config, family, naming, bert_config, variables, ignored):
+    """The summary's notes on what a non-BERT conversion kept, left out or changed."""
+    notes = hf_families.config_notes(hf_config, family)
+    if "output_weights" in variables:
+        notes.append(_classifier_note(hf_config, variables["output_weights"].shape[0]))
+    for prefix in hf_families.KNOWN_EXTRA_HEADS.get(family.name, ()):
+        if any(key.startswith(prefix) for key in ignored):
+            notes.append("%s*: the replaced-token detection head of ElectraForPreTraining "
+                         "has no place in Google's layout and is left out; the encoder "
+                         "converts whole" % prefix)
+    mlm_activation = naming.mlm.activation if naming.mlm else None
+    if ("cls/predictions/output_bias" in variables and mlm_activation
+            and mlm_activation != bert_config["hidden_act"]):
+        notes.append("the masked-LM head of %s applies %s, but pre-training here applies "
+                     "hidden_act %s" % (naming.class_prefix, mlm_activation,
+                                        bert_config["hidden_act"]))
+    return notes
+
+
+def read_hf_folder(folder):
+    """The Source of a Hugging Face folder (config.json, weights, tokenizer files)."""
+    config_path = os.path.join(folder, CONFIG_NAME)
+    hf_config = read_json(config_path)
+    if not isinstance(hf_config, dict):
+        raise InputError("%s: expected a JSON object, got %s"
+                         % (config_path, type(hf_config).__name__))
+    family = families.by_hf_model_type(hf_config.get("model_type", "bert"), source=config_path)
+    naming = hf_families.naming(family.name)
+    if family.name == "bert":
+        bert_config = hf_config_to_bert_config(hf_config, source=config_path)
+    else:
+        hf_families.check_hf_config(hf_config, family, config_path)
+        bert_config = hf_families.bert_config_from_hf(hf_config, family, HF_ACTIVATIONS,
+                                                      config_path)
+    names = tokenizer_file_names(folder)
+    _check_tokenizer(folder, names, family, bert_config["vocab_size"], CONFIG_NAME)
+    weights_path, state = load_hf_state(folder)
+    num_labels = _sequence_labels(state, hf_config, naming)
+    variables, ignored = hf_state_to_google_variables(state, bert_config, weights_path,
+                                                      num_labels)
+    del state
+    notes = []
+    if "bert/pooler/dense/kernel" not in variables:
+        notes.append("no pooler in the source: bert/pooler/dense starts from random "
+                     "initialisation when fine-tuning")
+    if family.tokenizer == "wordpiece":
+        notes.append(_lowercase_note(folder))
+    notes.append(_pooling_note(folder))
+    if family.name != "bert":
+        notes += _family_notes(hf_config, family, naming, bert_config, variables, ignored)
+    return Source(family, bert_config, variables, ignored, weights_path, names,
+                  [note for note in notes if note])
+
+
+def _check_google_heads(bert_config, variables, source):
+    """A head of a Google checkpoint is whole and of the config's shapes, or absent."""
+    specs = tensor_specs(bert_config)
+    for spec in specs:
+        if spec.name in variables and variables[spec.name].shape != tuple(spec.shape):
+            raise InputError("%s: variable %s has shape %s; the config implies %s"
+                             % (source, spec.name, list(variables[spec.name].shape),
+                                list(spec.shape)))
+    hits = {i for i, spec in enumerate(specs) if spec.name in variables}
+    _check_groups([spec._replace(hf_key=spec.name) for spec in specs], hits, source)
+
+
+def read_google_folder(folder, prefix):
+    """The Source of a folder of Google's ELECTRA or ALBERT release (checkpoint `prefix`)."""
+    model = google_checkpoints.read(folder, prefix)
+    family = families.get(model.family)
+    config_source = (google_checkpoints.ALBERT_CONFIG_NAME if family.name == "albert"
+                     else "the checkpoint's shapes")
+    names = tokenizer_file_names(folder)
+    _check_tokenizer(folder, names, family, model.bert_config["vocab_size"], config_source)
+    _check_google_heads(model.bert_config, model.variables, prefix)
+    notes = []
+    if "bert/pooler/dense/kernel" not in model.variables:
+        notes.append("no pooler in the source: bert/pooler/dense starts from random "
+                     "initialisation when fine-tuning")
+    if family.name == "electra":
+        notes.append("Google's ELECTRA: the discriminator (electra/...) is converted; its "
+                     "sizes come from the shapes, %d heads (hidden // 64) and exact GELU, as "
+                     "ELECTRA's configure_pretraining sets them"
+                     % model.bert_config["num_attention_heads"])
+    return Source(family, model.bert_config, model.variables, model.ignored, prefix,
+                  names, notes)
+
+
+def check_fits_graph(bert_config, variables, source):
+    """InputError unless the variables under bert/ are those modeling.BertModel makes for
+    this config (bert_variable_shapes; the pooler may be absent) with their shapes."""
+    from bert_toolkit.model import modeling  # TensorFlow: loaded only to convert
+    config = modeling.BertConfig.from_dict(bert_config, source=BERT_CONFIG_NAME)
+    expected = modeling.bert_variable_shapes(config)
+    for name, shape in expected.items():
+        if name not in variables:
+            if name.startswith("bert/pooler/"):
+                continue
+            raise InputError("%s: no tensor for %s %s" % (source, name, list(shape)))
+        if list(variables[name].shape) != list(shape):
+            raise InputError("%s: %s has shape %s; the config implies %s"
+                             % (source, name, list(variables[name].shape), list(shape)))
+    extra = [name for name in variables if name.startswith("bert/") and name not in expected]
+    if extra:
+        raise InputError("%s: %s has no place in the encoder this config describes"
+                         % (source, extra[0]))
+
+
+def _read_source(folder):
+    """The Source of --hf_dir's folder: Hugging Face's layout or one of Google's."""
+    if os.path.isfile(os.path.join(folder, CONFIG_NAME)):
+        return read_hf_folder(folder)
+    prefix = google_checkpoints.find_checkpoint(folder)
+    if prefix is None:
+        raise InputError("%s: file not found (a Hugging Face folder has config.json; Google's "
+                         "ELECTRA or ALBERT releases have a TensorFlow checkpoint *.index)"
+                         % os.path.join(folder, CONFIG_NAME))
+    return read_google_folder(folder, prefix)
+
+
+# ---------------------------------------------------------------------------
+# Writing the output folder
+# ---------------------------------------------------------------------------
+
+def _write_output(staging_dir, source_dir, bert_config, variables, tokenizer_files):
     with open(os.path.join(staging_dir, BERT_CONFIG_NAME), "w", encoding="utf-8") as writer:
         writer.write(json.dumps(bert_config, indent=2, sort_keys=True) + "\n")
-    shutil.copyfile(os.path.join(hf_dir, VOCAB_NAME), os.path.join(staging_dir, VOCAB_NAME))
+    for name in tokenizer_files:
+        shutil.copyfile(os.path.join(source_dir, name), os.path.join(staging_dir, name))
     prefix = os.path.join(staging_dir, CHECKPOINT_NAME)
     write_checkpoint(variables, prefix)
     written = checkpoint_shapes(prefix)
@@ -569,43 +848,37 @@ def _current_umask():
 
 
 def convert(hf_dir, output_dir, overwrite=False):
-    """Converts the Hugging Face BERT folder `hf_dir` into Google's layout at `output_dir`.
+    """Converts `hf_dir` into Google's layout at `output_dir`.
 
+    hf_dir: a Hugging Face folder of any family of bert_toolkit/families.py, a
+    folder of Google's ELECTRA or ALBERT release, or a Hub model id (hub.py).
     Returns a ConversionResult. Raises InputError for any problem with the
     input or with output_dir (existing and non-empty without `overwrite`);
     output_dir is then left as it was.
     """
-    hf_dir = os.path.abspath(hf_dir)
     output_dir = os.path.abspath(output_dir)
-    if not os.path.isdir(hf_dir):
-        raise InputError("--hf_dir %s: no such folder" % hf_dir)
-    if output_dir == hf_dir or hf_dir.startswith(output_dir + os.sep):
+    folder, model_id = hub.resolve(hf_dir)
+    folder = os.path.abspath(folder)
+    if output_dir == folder or folder.startswith(output_dir + os.sep):
         raise InputError("--output_dir %s: must not be --hf_dir or contain it" % output_dir)
     check_output_dir(output_dir, overwrite)
 
-    config_path = os.path.join(hf_dir, CONFIG_NAME)
-    bert_config = hf_config_to_bert_config(read_json(config_path), source=config_path)
-    vocab_path = os.path.join(hf_dir, VOCAB_NAME)
-    num_tokens = count_vocab_tokens(vocab_path)
-    if num_tokens != bert_config["vocab_size"]:
-        raise InputError("%s: %d tokens (lines), but %s has vocab_size %d"
-                         % (vocab_path, num_tokens, CONFIG_NAME, bert_config["vocab_size"]))
-    weights_path, state = load_hf_state(hf_dir)
-    variables, ignored = hf_state_to_google_variables(state, bert_config, source=weights_path)
-    del state
-
+    source = _read_source(folder)
+    check_fits_graph(source.bert_config, source.variables, source.weights_path)
     write_folder_atomically(output_dir, overwrite, lambda staging_dir: _write_output(
-        staging_dir, hf_dir, bert_config, variables))
+        staging_dir, folder, source.bert_config, source.variables, source.tokenizer_files))
 
-    notes = []
-    if "bert/pooler/dense/kernel" not in variables:
-        notes.append("no pooler in the source: bert/pooler/dense starts from random "
-                     "initialisation when fine-tuning")
-    notes += [note for note in (_lowercase_note(hf_dir), _pooling_note(hf_dir)) if note]
+    notes = list(source.notes)
+    if model_id:
+        notes.insert(0, "%s from the Hugging Face Hub (cached in %s)" % (model_id, folder))
+    vocab_file = hf_families.preferred_vocab_file(source.tokenizer_files)
+    variables = source.variables
     return ConversionResult(
-        output_dir=output_dir, weights_path=weights_path, num_variables=len(variables),
+        output_dir=output_dir, weights_path=source.weights_path,
+        num_variables=len(variables),
         num_parameters=int(sum(v.size for v in variables.values())),
-        ignored_keys=ignored, notes=notes)
+        ignored_keys=source.ignored, notes=notes, family=source.family.name,
+        vocab_file=os.path.join(output_dir, vocab_file) if vocab_file else None)
 
 
 def format_summary(result):
@@ -614,11 +887,16 @@ def format_summary(result):
              "wrote %d variables (%s parameters) to %s"
              % (result.num_variables, "{:,}".format(result.num_parameters), result.output_dir),
              "use --init_checkpoint=%s" % os.path.join(result.output_dir, CHECKPOINT_NAME)]
+    if result.family != "bert":
+        lines.append("model_family %s: use --bert_config_file=%s --vocab_file=%s"
+                     % (result.family, os.path.join(result.output_dir, BERT_CONFIG_NAME),
+                        result.vocab_file))
     if result.ignored_keys:
         shown = ", ".join(result.ignored_keys[:5])
         hidden = len(result.ignored_keys) - 5
         more = " and %d more" % hidden if hidden > 0 else ""
-        lines.append("left out (not part of BERT): %s%s" % (shown, more))
+        what = "not part of BERT" if result.family == "bert" else "no place in Google's layout"
+        lines.append("left out (%s): %s%s" % (what, shown, more))
     lines += ["note: " + note for note in result.notes]
     return "\n".join(lines)
 

@@ -9,10 +9,14 @@ from bert_toolkit.options import Options, option
 @dataclasses.dataclass(frozen=True)
 class ConvertOptions(Options):
     hf_dir: Optional[str] = option(
-        None, "Folder with config.json, vocab.txt and model.safetensors or "
-        "pytorch_model.bin.", required=True)
+        None, "A Hugging Face folder of BERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT or "
+        "ALBERT (config.json, model.safetensors or pytorch_model.bin, the tokenizer files); "
+        "a Hub model id (owner/name), fetched or read from the Hugging Face cache; or a "
+        "folder of Google's ELECTRA or ALBERT release (a TensorFlow checkpoint).",
+        required=True)
     output_dir: Optional[str] = option(
-        None, "Folder to create with bert_config.json, vocab.txt and bert_model.ckpt.*.",
+        None, "Folder to create with bert_config.json, bert_model.ckpt.* and the tokenizer "
+        "files (vocab.txt, tokenizer.json, ...).",
         required=True)
     overwrite: bool = option(False, "Replace an existing non-empty --output_dir.")
 
@@ -32,9 +36,11 @@ class ExportHfOptions(Options):
     bert_config_file: Optional[str] = option(
         None, "bert_config.json; default: the one the run recorded, else in --model_dir.")
     vocab_file: Optional[str] = option(
-        None, "vocab.txt; default: the one the run recorded, else in --model_dir.")
+        None, "The tokenizer file (vocab.txt, tokenizer.json, ...); default: the one the run "
+        "recorded, else the one in --model_dir.")
     do_lower_case: Optional[bool] = option(
         None, "Lower-case in the tokenizer; default: as the run recorded, else true.")
     encoder_only: bool = option(
-        False, "Write the encoder alone (BertModel), whatever head the checkpoint has.")
+        False, "Write the encoder alone (BertModel, RobertaModel, ...), whatever head the "
+        "checkpoint has.")
     overwrite: bool = option(False, "Replace an existing non-empty --hf_dir.")

@@ -1035,6 +1035,13 @@ def bert_variable_shapes(config):
     return shapes
 
 
+# Variables of the graph a pre-trained checkpoint may lack, which then start from
+# random initialisation: the pooler, which ELECTRA, DistilBERT and the masked-LM
+# releases of RoBERTa and XLM-R (and of BERT) do not have; their stock classifiers
+# start that layer (classifier.dense, pre_classifier) from random values too.
+OPTIONAL_VARIABLES = ("bert/pooler/",)
+
+
 def check_checkpoint_compatible(expected_shapes, init_checkpoint, required_prefix="bert/"):
     """Raises InputError unless the checkpoint fits the graph.
 
@@ -1042,16 +1049,16 @@ def check_checkpoint_compatible(expected_shapes, init_checkpoint, required_prefi
       expected_shapes: name -> shape (list) of the graph's variables, e.g. from
         `bert_variable_shapes(config)` before any graph exists.
 
-    Every variable under `required_prefix` must be in the checkpoint, and every
-    variable the checkpoint shares with the graph must have the same shape: a
-    checkpoint of another config or a truncated one is caught here, before
-    training starts, with the variable named.
+    Every variable under `required_prefix` must be in the checkpoint but the
+    pooler's (OPTIONAL_VARIABLES), and every variable the checkpoint shares with the
+    graph must have the same shape: a checkpoint of another config or a truncated
+    one is caught here, before training starts, with the variable named.
     """
     stored = dict(tf.train.list_variables(init_checkpoint))
     for name, shape in expected_shapes.items():
         source = google_names.stored_name(name, stored)
         if source is None:
-            if name.startswith(required_prefix):
+            if name.startswith(required_prefix) and not name.startswith(OPTIONAL_VARIABLES):
                 raise InputError("%s: checkpoint has no variable %s %s (is it a BERT "
                                  "checkpoint of this bert_config?)"
                                  % (init_checkpoint, name, list(shape)))
