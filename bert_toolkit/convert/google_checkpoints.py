@@ -12,7 +12,8 @@ google-research/albert released checkpoints with albert_config.json and a
 SentencePiece model (`30k-clean.model`): the embeddings under `bert/embeddings`,
 the projection as `bert/encoder/embedding_hidden_mapping_in`, and the one shared
 layer as `bert/encoder/transformer/group_0/inner_group_0/...` with its own names
-(`attention_1`, `ffn_1`, `LayerNorm`, `LayerNorm_1`). ALBERT's config spells the
+(`attention_1`, `ffn_1`, `LayerNorm`, `LayerNorm_1`): model/google_names.py has the
+table, which also lets such checkpoints initialise the graph directly. ALBERT's config spells the
 activation as Google's code does (`gelu`: the tanh form, our `gelu` too).
 
 Both write the same head names as BERT (`bert/pooler/dense`, `cls/predictions`,
@@ -26,19 +27,10 @@ import os
 import re
 
 from bert_toolkit.errors import InputError
+from bert_toolkit.model import google_names
 
 ALBERT_CONFIG_NAME = "albert_config.json"
 
-_ALBERT_LAYER = "bert/encoder/transformer/group_0/inner_group_0/"
-# ALBERT's names inside its one layer -> ours inside layer_0.
-_ALBERT_PARTS = (
-    ("attention_1/self/", "attention/self/"),
-    ("attention_1/output/dense/", "attention/output/dense/"),
-    ("LayerNorm/", "attention/output/LayerNorm/"),
-    ("ffn_1/intermediate/dense/", "intermediate/dense/"),
-    ("ffn_1/intermediate/output/dense/", "output/dense/"),
-    ("LayerNorm_1/", "output/LayerNorm/"),
-)
 # Training state, never weights of the model.
 _TRAINING_STATE = re.compile(r"(^global_step$|/adam_[mv]$|/lamb_[mv]$|^beta[12]_power)")
 _HEADS = ("bert/pooler/", "cls/predictions/", "cls/seq_relationship/")
@@ -65,24 +57,16 @@ def google_name_to_ours(name, family):
     if _TRAINING_STATE.search(name):
         return None
     if family == "electra":
-        if name.startswith("electra/"):
-            return "bert/" + name[len("electra/"):]
-        return None
-    if name.startswith(_ALBERT_LAYER):
-        inner = name[len(_ALBERT_LAYER):]
-        for theirs, ours in _ALBERT_PARTS:
-            if inner.startswith(theirs):
-                return "bert/encoder/layer_0/" + ours + inner[len(theirs):]
-        return None
+        return google_names.our_name(name) if name.startswith("electra/") else None
+    if name.startswith(google_names.ALBERT_LAYER):
+        return google_names.our_name(name)
     if name.startswith("bert/encoder/transformer/"):
         raise InputError("checkpoint variable %s: only ALBERT's one shared layer "
                          "(group_0/inner_group_0: num_hidden_groups = inner_group_num = 1) "
                          "can be converted" % name)
-    if name.startswith("bert/encoder/embedding_hidden_mapping_in/"):
-        return "bert/embeddings_project/" + name.rsplit("/", 1)[1]
     if name.startswith("bert/embeddings/") or name.startswith(_HEADS):
         return name
-    return None
+    return google_names.our_name(name)  # the projection, or None
 
 
 def find_checkpoint(folder):

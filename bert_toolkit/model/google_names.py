@@ -23,7 +23,8 @@ graph as Google's BERT checkpoints do: `--init_checkpoint` is read through these
 names wherever ours are missing. No TensorFlow here: names only.
 """
 
-_ALBERT_LAYER = "bert/encoder/transformer/group_0/inner_group_0/"
+ALBERT_LAYER = "bert/encoder/transformer/group_0/inner_group_0/"
+_ALBERT_PROJECTION = "bert/encoder/embedding_hidden_mapping_in/"
 # Our layer-0 sub-scope -> ALBERT's, longest first (attention/output/LayerNorm must not
 # be taken for attention/output/dense's prefix).
 _ALBERT_PARTS = (
@@ -44,14 +45,13 @@ def google_aliases(name):
     if name.startswith("bert/") and not name.startswith("bert/pooler/"):
         aliases.append("electra/" + name[len("bert/"):])  # ELECTRA has no pooler
     if name.startswith("bert/embeddings_project/"):
-        aliases.append("bert/encoder/embedding_hidden_mapping_in/"
-                       + name[len("bert/embeddings_project/"):])
+        aliases.append(_ALBERT_PROJECTION + name[len("bert/embeddings_project/"):])
     layer_0 = "bert/encoder/layer_0/"
     if name.startswith(layer_0):
         rest = name[len(layer_0):]
         for ours, albert in _ALBERT_PARTS:
             if rest.startswith(ours):
-                aliases.append(_ALBERT_LAYER + albert + rest[len(ours):])
+                aliases.append(ALBERT_LAYER + albert + rest[len(ours):])
                 break
     return aliases
 
@@ -64,4 +64,20 @@ def stored_name(name, stored_names):
     for alias in google_aliases(name):
         if alias in stored_names:
             return alias
+    return None
+
+
+def our_name(google_name):
+    """Our variable name for a name of Google's ELECTRA (`electra/...`) or ALBERT
+    (its shared layer and projection) checkpoints, or None for any other name
+    (google_aliases the other way round)."""
+    if google_name.startswith("electra/"):
+        return "bert/" + google_name[len("electra/"):]
+    if google_name.startswith(_ALBERT_PROJECTION):
+        return "bert/embeddings_project/" + google_name[len(_ALBERT_PROJECTION):]
+    if google_name.startswith(ALBERT_LAYER):
+        inner = google_name[len(ALBERT_LAYER):]
+        for ours, albert in _ALBERT_PARTS:
+            if inner.startswith(albert):
+                return "bert/encoder/layer_0/" + ours + inner[len(albert):]
     return None
