@@ -47,13 +47,12 @@ def predict(model, texts, texts_b=None, batch_size=32):
     """
     # The client and server pull in TensorFlow and the tokenizers; only when used.
     from bert_toolkit.serving import client, server
-    from bert_toolkit.text import tokenization
 
     console.setup()
     export_dir = export_of(model)
     vocab_file, config_file = export_layout.resolve_assets(export_dir)
     config = client.load_serving_config(config_file)
-    tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
+    tokenizer = client.export_tokenizer(vocab_file, config)
     kind = client.TASKS[config["task"]]
     servable = server.load_servable(export_dir)
     records = []

@@ -22,7 +22,7 @@ COMMANDS = ("bert-toolkit", "bert-run-classifier", "bert-run-custom-classifier",
             "bert-run-seq-labeling", "bert-run-squad", "bert-run-reranking",
             "bert-run-pretraining", "bert-create-pretraining-data", "bert-extract-features",
             "bert-convert-hf-checkpoint", "bert-export-hf", "bert-serving-server",
-            "bert-serving-client")
+            "bert-serving-client", "bert-train")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,9 @@
     convert_hf_checkpoint.py     bert-convert-hf-checkpoint
     serving_server.py            bert-serving-server
     serving_client.py            bert-serving-client
+    train.py                     bert-train                    Distributed_BERT's command line
+                                                               (cli/distributed_bert.py)
+    run_multi_gpu.py             (none: its settings are edited in the file)
     bert-toolkit TASK [--task_module=yours] --flags...   any task, yours included
 
 The flags of a command are the fields of its options class (cli/flags.py).

@@ -11,7 +11,14 @@ the graph by graph_tokenization.py (core TensorFlow ops only, so stock
 TensorFlow Serving runs it), with the outputs of serving_default plus
 `labels` (the label names, [batch, num_labels]). One graph serves both: the
 id inputs are placeholders whose default is the tokenized text, so
-serving_default feeds them and `text` feeds the texts.
+serving_default feeds them and `text` feeds the texts. That is WordPiece
+(BERT, ELECTRA, DistilBERT): byte-level BPE and SentencePiece have no exact
+form in core TensorFlow ops, so their exports have serving_default alone, and
+serving_client.py and serving_server.py tokenize raw text for them with the
+tokenizer files the export carries.
+
+The tokenizer files travel in assets.extra/ too: WordPiece's as vocab.txt,
+the others' under their own names (serving_config.json's `tokenizer_file`).
 
 `extra_inputs` adds int32 inputs that BERT ignores, so that requests written
 for another export keep being accepted unchanged: the multi-GPU fork's
@@ -108,6 +115,20 @@ def _name_text_signature(version_dir, num_labels):
             f.write(saved_model.SerializeToString())
 
 
+def has_text_signature(tokenizer_kind, family_name):
+    """Whether an export of a text-taking task gets the in-graph `text` signature: for
+    WordPiece (`tokenizer_kind`, families.Family.tokenizer) yes; for the others
+    no, said in one line."""
+    if tokenizer_kind == "wordpiece":
+        return True
+    console.info("no in-graph %r signature for %s: its %s tokenizer has no exact form in "
+                 "TensorFlow ops; serving_client.py and serving_server.py tokenize raw text "
+                 "for this export", TEXT_SIGNATURE, family_name,
+                 {"bpe": "byte-level BPE", "unigram": "SentencePiece"}.get(tokenizer_kind,
+                                                                         tokenizer_kind))
+    return False
+
+
 def write_serving_config(output_dir, serving_config):
     """output_dir/serving_config.json: the task's settings, labels and tokenizer settings
     (what a client or a later export_hf.py needs); returns its path."""
@@ -117,11 +138,13 @@ def write_serving_config(output_dir, serving_config):
     return path
 
 
-def export_model(estimator, output_dir, max_seq_length, vocab_file, serving_config,
+def export_model(estimator, output_dir, max_seq_length, tokenizer_files, serving_config,
                  text=None, checkpoint_path=None, extra_inputs=None):
-    """Exports output_dir/serving/<version>/ with the vocab and serving_config.json.
+    """Exports output_dir/serving/<version>/ with the tokenizer and serving_config.json.
 
-    serving_config: the settings dict a client reads (also kept in output_dir);
+    tokenizer_files: name in assets.extra/ -> path (vocab.txt for WordPiece;
+    see model_files.tokenizer_files); serving_config: the settings dict a
+    client reads (also kept in output_dir);
     text: a TextSignature for the raw-text signature, or None; checkpoint_path:
     the checkpoint to export (None: the latest); extra_inputs: ignored int32
     inputs of serving_default (name -> shape).
@@ -132,8 +155,7 @@ def export_model(estimator, output_dir, max_seq_length, vocab_file, serving_conf
     settings_path = write_serving_config(output_dir, serving_config)
     path = export_for_serving(
         estimator, os.path.join(output_dir, export_layout.SERVING_DIR), max_seq_length,
-        {export_layout.VOCAB_FILE: vocab_file,
-         export_layout.SERVING_CONFIG_FILE: settings_path},
+        dict(tokenizer_files, **{export_layout.SERVING_CONFIG_FILE: settings_path}),
         checkpoint_path=checkpoint_path, text=text, extra_inputs=extra_inputs)
     console.info("exported SavedModel for TensorFlow Serving: %s", path)
     return path

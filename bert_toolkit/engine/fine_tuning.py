@@ -22,7 +22,7 @@ import os
 
 import tensorflow as tf
 
-from bert_toolkit import console, fileio
+from bert_toolkit import console, families, fileio
 from bert_toolkit.engine import (
     checkpoints,
     export,
@@ -78,7 +78,7 @@ def run(task, options, model_inputs=None):
         report.prediction_files = write_predictions(estimator, task, options, prepared,
                                                     "predict")
     if options.save_for_serving:
-        report.export_dir = export_model(estimator, task, options, model_inputs.tokenizer,
+        report.export_dir = export_model(estimator, task, options, model_inputs,
                                          prepared.checkpoint_path)
     return report
 
@@ -116,7 +116,7 @@ def prepare(task, options, model_inputs, placement):
     if options.do_train and launch.is_chief(placement):
         # What the model is, for a later export or handing back without the command.
         run_folder.save_options(output_dir, options)
-        export.write_serving_config(output_dir, serving_config(task, options))
+        export.write_serving_config(output_dir, serving_config(task, options, model_inputs))
     records = write_records(converted, options.cache_dir or output_dir)
     model_fn = model_fn_builder.build_model_fn(
         model_inputs.bert_config, task.head_fn(model_inputs.bert_config), plan,
@@ -133,7 +133,8 @@ def convert_examples(task, options, tokenizer):
     a streaming task's rows are an iterator of len(examples) records.
     """
     cache_dir = options.cache_dir or options.output_dir
-    vocab_digest = input_pipeline.input_fingerprint([options.vocab_file])
+    vocab_digest = input_pipeline.input_fingerprint(
+        list(model_files.tokenizer_files(tokenizer).values()))
     converted = {}
     for split, examples in task.examples.items():
         key = {"task": task.name, "examples": task.examples_digest(examples),
@@ -381,18 +382,27 @@ def write_predictions(estimator, task, options, prepared, split):
     return written
 
 
-def export_model(estimator, task, options, tokenizer, checkpoint_path=None):
+def export_model(estimator, task, options, model_inputs, checkpoint_path=None):
     """output_dir/serving/<version>/: serving_default on ids, and the raw-text
-    signature `text` when the task has text_inputs (see export.py), from
-    `checkpoint_path` (None: output_dir's latest)."""
+    signature `text` when the task has text_inputs and the tokenizer runs in the
+    graph (WordPiece; see export.py), from `checkpoint_path` (None: output_dir's
+    latest)."""
+    tokenizer = model_inputs.tokenizer
+    settings = serving_config(task, options, model_inputs)
     text = None
     if task.text_inputs:
-        text = export.TextSignature(task.text_inputs, task.label_list, functools.partial(
-            task.text_features, vocab_tokens=list(tokenizer.vocab),
-            do_lower_case=options.do_lower_case, max_seq_length=options.max_seq_length))
-    return export.export_model(estimator, options.output_dir, options.max_seq_length,
-                               options.vocab_file, serving_config(task, options), text,
-                               checkpoint_path, task.extra_serving_inputs)
+        if export.has_text_signature(tokenizer.family_tokenizer,
+                                     model_inputs.bert_config.family.name):
+            text = export.TextSignature(task.text_inputs, task.label_list, functools.partial(
+                task.text_features, vocab_tokens=list(tokenizer.vocab),
+                do_lower_case=tokenizer.do_lower_case, max_seq_length=options.max_seq_length))
+        else:
+            # What serving_server.py's Python `text` signature takes.
+            settings["text_inputs"] = list(task.text_inputs)
+    return export.export_model(
+        estimator, options.output_dir, options.max_seq_length,
+        model_files.tokenizer_files(tokenizer), settings, text, checkpoint_path,
+        task.extra_serving_inputs)
 
 
 def _counted(items, progress):
@@ -402,8 +412,16 @@ def _counted(items, progress):
         yield item
 
 
-def serving_config(task, options):
-    """serving_config.json: the task's settings, its labels and the tokenizer's."""
-    return dict(task.serving_config(), do_lower_case=options.do_lower_case,
-                max_seq_length=options.max_seq_length, labels=task.label_list,
-                **task.head_settings)
+def serving_config(task, options, model_inputs):
+    """serving_config.json: the task's settings, its labels and the tokenizer's (a
+    family other than BERT adds `model_family`; a tokenizer other than WordPiece
+    its file's name in the export, `tokenizer_file`, and the file's own casing)."""
+    family = model_inputs.bert_config.family
+    config = dict(task.serving_config(), do_lower_case=model_inputs.tokenizer.do_lower_case,
+                  max_seq_length=options.max_seq_length, labels=task.label_list,
+                  **task.head_settings)
+    if family.name != families.DEFAULT:
+        config["model_family"] = family.name
+    if family.tokenizer != "wordpiece":
+        config["tokenizer_file"] = os.path.basename(options.vocab_file)
+    return config

@@ -1,9 +1,11 @@
-"""Several workers (nodes) training one model: TF_CONFIG, Slurm, MultiWorkerMirroredStrategy.
+"""Several workers (nodes) training one model: TF_CONFIG, Slurm, one address,
+MultiWorkerMirroredStrategy.
 
 Every worker runs the same command; --cluster says where the cluster comes
-from (TF_CONFIG as Kubeflow's TFJob sets it, or the Slurm job step), and the
-workers train synchronously with all-reduce. The chief writes checkpoints,
-summaries and results into the shared output_dir.
+from (TF_CONFIG as Kubeflow's TFJob sets it, the Slurm job step, or
+tcp://HOST:PORT where the workers meet: rendezvous.py), and the workers train
+synchronously with all-reduce. The chief writes checkpoints, summaries and
+results into the shared output_dir.
 """
 
 import collections
@@ -13,7 +15,7 @@ import shutil
 
 import tensorflow as tf
 
-from bert_toolkit.engine import distribution, training
+from bert_toolkit.engine import distribution, rendezvous, training
 from bert_toolkit.errors import InputError
 from bert_toolkit.estimator_compat import tf_estimator
 
@@ -23,8 +25,10 @@ def join_cluster(options):
     TensorFlow to read, and returns this process's ClusterTask (None: one
     process); its `description` says what was picked."""
     gpus_per_task = options.num_gpu_cores if options.use_gpu else 0
-    text, description = resolve_cluster(options.cluster, gpus_per_task,
-                                        options.cluster_port_base)
+    text, description = resolve_cluster(
+        options.cluster, gpus_per_task, options.cluster_port_base,
+        world_size=options.cluster_world_size, rank=options.cluster_rank,
+        timeout_seconds=options.cluster_timeout_seconds)
     cluster = parse_tf_config(text)
     if cluster is None or cluster.num_workers < 2:
         os.environ.pop("TF_CONFIG", None)  # a one-task cluster is a single process
@@ -97,18 +101,26 @@ def parse_tf_config(text, source="TF_CONFIG"):
 CLUSTER_MODES = ("auto", "tf_config", "slurm", "local")
 
 
-def resolve_cluster(mode, gpus_per_task=0, port_base=8888):
+def resolve_cluster(mode, gpus_per_task=0, port_base=8888, world_size=0, rank=0,
+                    timeout_seconds=300):
     """(TF_CONFIG text or None, a line saying what was picked) for --cluster=`mode`.
 
     tf_config: the environment's TF_CONFIG (Kubeflow's TFJob sets it). slurm:
     the cluster of the Slurm job step this process is a task of, through
     TensorFlow's SlurmClusterResolver (hosts from SLURM_STEP_NODELIST, tasks
     per node, this task's SLURM_PROCID; task i of a node listens on
-    port_base + i). local: one process, TF_CONFIG ignored. auto: TF_CONFIG if
-    set, else slurm in a step of several tasks, else local.
+    port_base + i). tcp://HOST:PORT: worker `rank` of `world_size`, which meet
+    there (rendezvous.py; blocks until all have, at most `timeout_seconds`).
+    local: one process, TF_CONFIG ignored. auto: TF_CONFIG if set, else slurm
+    in a step of several tasks, else local.
     gpus_per_task: GPUs each task uses (0: CPU workers). Reads os.environ (as
     the resolver does).
     """
+    if rendezvous.is_address(mode):
+        if world_size < 2:
+            return None, "cluster: %s with one worker (one process)" % mode
+        return (rendezvous.tf_config(mode, world_size, rank, timeout_seconds),
+                rendezvous.describe(mode))
     environ = os.environ
     if mode == "auto":
         tasks = environ.get("SLURM_STEP_NUM_TASKS") or environ.get("SLURM_NTASKS") or "1"
@@ -123,7 +135,8 @@ def resolve_cluster(mode, gpus_per_task=0, port_base=8888):
             raise InputError("--cluster=tf_config: TF_CONFIG is not set or names no cluster")
         return text, "cluster: from TF_CONFIG"
     if mode != "slurm":
-        raise InputError("--cluster=%s: expected one of %s" % (mode, ", ".join(CLUSTER_MODES)))
+        raise InputError("--cluster=%s: expected one of %s, or tcp://HOST:PORT"
+                         % (mode, ", ".join(CLUSTER_MODES)))
     return _slurm_tf_config(environ, gpus_per_task, port_base)
 
 

@@ -131,11 +131,21 @@ class RunOptions(ModelOptions, DeviceOptions, TpuOptions):
     cluster: str = option(
         "auto", "Where the cluster of several workers comes from: tf_config (TF_CONFIG, as "
         "Kubeflow's TFJob sets it), slurm (the Slurm job step this task runs in, one worker "
-        "per task), local (one process). auto: TF_CONFIG if set, else slurm in a step of "
-        "several tasks, else local.", choices=CLUSTER_MODES)
+        "per task), tcp://HOST:PORT (one address: worker 0 listens there, the others report "
+        "to it; with --cluster_world_size and --cluster_rank), local (one process). auto: "
+        "TF_CONFIG if set, else slurm in a step of several tasks, else local.")
     cluster_port_base: int = option(
         8888, "--cluster=slurm: the port of a node's first task (the next task on the node "
         "takes the next port).")
+    cluster_world_size: int = option(
+        0, "--cluster=tcp://HOST:PORT: the number of workers (processes: one per node, each "
+        "mirroring its --num_gpu_cores GPUs), the same on every worker.", minimum=0)
+    cluster_rank: int = option(
+        0, "--cluster=tcp://HOST:PORT: this worker's rank, 0..cluster_world_size-1; rank 0 "
+        "runs on the machine HOST names and listens there.", minimum=0)
+    cluster_timeout_seconds: int = option(
+        300, "--cluster=tcp://HOST:PORT: how long the workers wait for each other at start; "
+        "after it a missing worker ends the others with one line.", minimum=1)
     step_timeout_seconds: Optional[int] = option(
         None, "End with one error line when no training step finishes for this many "
         "seconds (the first step: at least 600 s): a lost worker otherwise leaves the "
@@ -165,6 +175,25 @@ class RunOptions(ModelOptions, DeviceOptions, TpuOptions):
         if self.use_fp16 and self.precision not in ("fp32", "fp16"):
             raise InputError("--use_fp16 contradicts --precision=%s (use_fp16 is an alias of "
                              "--precision=fp16)" % self.precision)
+        self.check_cluster()
+
+    def check_cluster(self):
+        """--cluster is one of CLUSTER_MODES or tcp://HOST:PORT, the latter with its
+        world size and rank (and they only with it)."""
+        if self.cluster.startswith("tcp://"):
+            if self.cluster_world_size < 1:
+                raise InputError("--cluster=%s needs --cluster_world_size=N, the number of "
+                                 "workers" % self.cluster)
+            if self.cluster_rank >= self.cluster_world_size:
+                raise InputError("--cluster_rank=%d is not in 0..%d (--cluster_world_size=%d)"
+                                 % (self.cluster_rank, self.cluster_world_size - 1,
+                                    self.cluster_world_size))
+        elif self.cluster not in CLUSTER_MODES:
+            raise InputError("--cluster=%s: expected one of %s, or tcp://HOST:PORT"
+                             % (self.cluster, ", ".join(CLUSTER_MODES)))
+        elif self.cluster_world_size or self.cluster_rank:
+            raise InputError("--cluster_world_size and --cluster_rank go with "
+                             "--cluster=tcp://HOST:PORT (got --cluster=%s)" % self.cluster)
 
     @property
     def training_precision(self):

@@ -238,7 +238,8 @@ class ExampleEncoder(object):
 
         Args:
           input_ids: int32 [n, max_seq_length] after masking; lengths,
-            lengths_a: int64 [n], the length of [CLS] A [SEP] B [SEP] and of A.
+            lengths_a: int64 [n], the length of [CLS] A [SEP] B [SEP] (or of
+            [CLS] A [SEP]) and of A.
           positions, labels: int [n, max_predictions_per_seq], 0 where unused;
             counts: int64 [n] used slots. is_random_next: bool [n].
         """
@@ -273,7 +274,9 @@ class ExampleEncoder(object):
         return out
 
     def _middle_entries(self, length, length_a):
-        """The input_mask and segment_ids entries of a [CLS] A [SEP] B [SEP] row."""
+        """The input_mask and segment_ids entries of a [CLS] A [SEP] B [SEP] row (B's
+        segment 1); a row without B, [CLS] A [SEP] (RoBERTa's masked-LM instances),
+        is length_a + 2 long, all segment 0."""
         pad = self.max_seq_length - length
         return (self._mask_entries[length] + self._segment_prefix + b"\x00" * (length_a + 2)
                 + b"\x01" * (length - length_a - 2) + b"\x00" * pad)

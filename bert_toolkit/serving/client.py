@@ -8,7 +8,9 @@ or from standard input. For a model trained on sentence pairs, each line (or
 argument) holds two texts separated by a tab, or the second texts come from
 `--text_b`. They are tokenized exactly as training did, with the vocab and
 settings the export carries in assets.extra/ (`--export_dir`), or with
-`--vocab_file` and `--serving_config` given explicitly, and sent to the
+`--vocab_file` and `--serving_config` given explicitly (the model family's
+tokenizer: WordPiece's vocab.txt, or the byte-level BPE or SentencePiece files
+an export of RoBERTa, XLM-R or ALBERT carries), and sent to the
 server's `:predict` endpoint `--batch_size` texts at a time. One line per input
 is printed: TSV (predicted label, then one probability per label) or JSON Lines.
 A token classification export (run_seq_labeling.py) labels every word of each
@@ -36,7 +38,7 @@ import urllib.request
 
 import numpy as np
 
-from bert_toolkit import console, errors, fileio
+from bert_toolkit import console, errors, families, fileio
 from bert_toolkit.engine import export_layout
 from bert_toolkit.errors import InputError
 from bert_toolkit.serving.options import DEFAULT_SIGNATURE, TEXT_SIGNATURE
@@ -60,7 +62,10 @@ def parse_serving_config(text, source="serving_config.json"):
     """The settings dict of a serving_config.json's text, checked and with defaults.
 
     Required: task (a kind in TASKS), labels (a list of strings), max_seq_length
-    (an integer >= 2), do_lower_case (a boolean).
+    (an integer >= 2), do_lower_case (a boolean; null for a tokenizer that is not
+    WordPiece, whose file has its casing). Optional: model_family (default
+    bert), tokenizer_file (the tokenizer's file in assets.extra/, default
+    vocab.txt).
     """
     try:
         config = json.loads(text)
@@ -86,9 +91,16 @@ def parse_serving_config(text, source="serving_config.json"):
     length = config["max_seq_length"]
     if isinstance(length, bool) or not isinstance(length, int) or length < 2:
         raise InputError("%s: max_seq_length must be an integer >= 2, got %r" % (source, length))
-    if not isinstance(config["do_lower_case"], bool):
+    family = families.get(config.get("model_family"), source)
+    casing = config["do_lower_case"]
+    if not (isinstance(casing, bool) or (casing is None and family.tokenizer != "wordpiece")):
         raise InputError("%s: do_lower_case must be true or false, got %r"
                          % (source, config["do_lower_case"]))
+    tokenizer_file = config.get("tokenizer_file", export_layout.VOCAB_FILE)
+    if not isinstance(tokenizer_file, str) or not tokenizer_file \
+            or os.path.basename(tokenizer_file) != tokenizer_file:
+        raise InputError("%s: tokenizer_file must be a file name (in assets.extra/), got %r"
+                         % (source, tokenizer_file))
     if config["task"] == "token_classification":
         stride = config.get("window_stride")
         if isinstance(stride, bool) or not isinstance(stride, int) \
@@ -123,6 +135,22 @@ def _check_squad_settings(config, source):
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         raise InputError("%s: null_score_diff_threshold must be a number, got %r"
                          % (source, threshold))
+
+
+def export_tokenizer(vocab_file, config, explicit=False):
+    """The tokenizer an export's requests are made with: the model family's
+    (serving_config.json's model_family) of the export's tokenizer file.
+
+    vocab_file: export_layout.resolve_assets' (the export's assets.extra/vocab.txt,
+    or the file given); unless `explicit`, an export whose tokenizer is not
+    WordPiece names its file in assets.extra/ by `tokenizer_file`. Its casing
+    is the file's; WordPiece's is do_lower_case.
+    """
+    family = families.get(config.get("model_family"))
+    if not explicit and config.get("tokenizer_file"):
+        vocab_file = os.path.join(os.path.dirname(vocab_file), config["tokenizer_file"])
+    casing = config["do_lower_case"] if family.tokenizer == "wordpiece" else None
+    return tokenization.load_tokenizer(vocab_file, casing, family)
 
 
 def load_serving_config(path):
@@ -353,10 +381,11 @@ def encode_words(tokenizer, pairs, config):
         raise InputError("a token classification model takes single texts, not pairs")
     words = [seq_labeling_outputs.words_of_text(text, config) for text, _ in pairs]
     length = config["max_seq_length"]
-    pieces = seq_labeling_features.sentence_pieces(tokenizer, words, length - 2)
+    layout = tokenizer.layout
+    pieces = seq_labeling_features.sentence_pieces(tokenizer, words,
+                                                   length - layout.single_specials)
     windows = seq_labeling_features.stack_features(list(seq_labeling_features.encode_sentences(
-        pieces, length, config["window_stride"], tokenizer.vocab["[CLS]"],
-        tokenizer.vocab["[SEP]"])), length)
+        pieces, length, config["window_stride"], layout)), length)
     return {name: windows[name] for name in export_layout.SERVING_INPUTS}, (words, windows)
 
 
@@ -534,11 +563,12 @@ def run(options, texts, stdin=None, stdout=None):
             raise InputError("--null_score_diff_threshold: %s is not a SQuAD 2.0 question "
                              "answering export" % config_file)
         config["null_score_diff_threshold"] = args.null_score_diff_threshold
-    tokenizer = tokenization.FullTokenizer(vocab_file, config["do_lower_case"])
+    tokenizer = export_tokenizer(vocab_file, config, explicit=bool(args.vocab_file))
     kind = TASKS[config["task"]]
     if args.signature_name == TEXT_SIGNATURE and not config.get("text_signature"):
         raise InputError("--signature_name=text: %s has no text signature (exports of "
-                         "classification and re-ranking models have one)" % config_file)
+                         "classification and re-ranking models with a WordPiece tokenizer "
+                         "have one; without the flag this client tokenizes)" % config_file)
     # Many requests show how far they are on stderr (stdout holds the results).
     progress = console.Progress("text", len(texts) if texts else None)
     requests = 0

@@ -13,6 +13,14 @@ otherwise:
 - GET /v1/models/<name>[/versions/<v>]: the model's version status;
 - GET /monitoring/prometheus/metrics: model calls, requests and rows served.
 
+An export whose tokenizer has no in-graph form (byte-level BPE, SentencePiece:
+RoBERTa, XLM-R, ALBERT) has no `text` signature; for a classifier or
+re-ranker this server offers one anyway, tokenizing the texts in Python with
+the tokenizer files the export carries (as serving_client.py does) and
+answering with serving_default's outputs and `labels`, as the in-graph
+signature of a WordPiece export does. TensorFlow Serving itself has no such
+signature: its clients tokenize (serving_client.py).
+
 Errors are {"error": "..."} with 400 (malformed JSON, missing or unknown
 input, wrong shape or dtype, values the model rejects), 404 (unknown model,
 version or path), 405 or 413 (body over --max_request_bytes, or more rows than
@@ -42,6 +50,8 @@ from aiohttp import web
 from bert_toolkit import console
 from bert_toolkit.engine import export_layout
 from bert_toolkit.errors import InputError
+from bert_toolkit.serving import client
+from bert_toolkit.serving.options import TEXT_SIGNATURE
 
 InputSpec = collections.namedtuple("InputSpec", ["dtype", "shape"])
 """A signature input: numpy dtype and shape (None for a free dimension, batch first)."""
@@ -310,10 +320,19 @@ class Servable(object):
                              for input_name, info in signature.inputs.items()}
                       for name, signature in signatures.items()}
         self.input_specs = self.specs[SIGNATURE]
+        self._text = None if TEXT_SIGNATURE in signatures else python_text_signature(path)
+        if self._text is not None:
+            self.specs[TEXT_SIGNATURE] = {name: InputSpec(np.dtype(object), (None,))
+                                          for name in self._text.inputs}
 
     def run(self, features, signature=SIGNATURE):
         """Output name -> array for `features` (name -> array); ModelInputError if the
         model rejects the values."""
+        if signature == TEXT_SIGNATURE and self._text is not None:
+            outputs = self.run(self._text.encode(features))
+            rows = len(next(iter(features.values())))
+            outputs["labels"] = np.array([self._text.labels] * rows, dtype=object)
+            return outputs
         tensors = self._input_tensors[signature]
         try:
             return self._session.run(self._output_tensors[signature],
@@ -332,6 +351,42 @@ def _input_spec(tensor_info):
     """The InputSpec of a signature input (a TensorInfo proto of the MetaGraph)."""
     return InputSpec(np.dtype(tf.dtypes.as_dtype(tensor_info.dtype).as_numpy_dtype),
                      tuple(tf.TensorShape(tensor_info.tensor_shape).as_list()))
+
+
+PythonText = collections.namedtuple("PythonText", ["inputs", "labels", "encode"])
+"""The `text` signature of an export without one in its graph: inputs (text_a[,
+text_b]), labels (the label names), encode(features) -> serving_default's
+features (features: name -> object array of UTF-8 bytes [batch])."""
+
+
+def python_text_signature(version_dir):
+    """The PythonText of an export whose serving_config.json names text inputs and a
+    tokenizer file (a classifier or re-ranker of a family without WordPiece), else
+    None."""
+    extra = os.path.join(version_dir, export_layout.ASSETS_EXTRA)
+    try:
+        with open(os.path.join(extra, export_layout.SERVING_CONFIG_FILE),
+                  encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return None  # no settings to tokenize by: serving_default alone
+    inputs = config.get("text_inputs") if isinstance(config, dict) else None
+    if not inputs or not config.get("tokenizer_file"):
+        return None
+    tokenizer = client.export_tokenizer(os.path.join(extra, export_layout.VOCAB_FILE), config)
+    length = config["max_seq_length"]
+
+    def encode(features):
+        texts = [[value.decode("utf-8") for value in features[name]] for name in inputs]
+        pairs = list(zip(texts[0], texts[1] if len(texts) > 1 else [None] * len(texts[0])))
+        if config["task"] == "reranking":
+            # A task's module pulls in TensorFlow, which this module has loaded already.
+            from bert_toolkit.tasks.reranking import task as reranking
+            arrays = reranking.encode_pairs(tokenizer, texts[0], texts[1],
+                                            config["max_query_length"], length)
+            return dict(zip(export_layout.SERVING_INPUTS, arrays))
+        return client.encode(tokenizer, pairs, length)
+    return PythonText(tuple(inputs), list(config["labels"]), encode)
 
 
 def load_servable(base_path):

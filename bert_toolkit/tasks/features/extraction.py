@@ -3,8 +3,9 @@
 Two outputs:
 - Google's layout (extract_features.py of google-research/bert): a JSON line per
   input line, {"linex_index": i, "features": [{"token": t, "layers": [{"index":
-  k, "values": [...]}]}]} for every token of the sequence ([CLS] and [SEP]
-  included), values rounded as Google's script rounds them, round(x, 6);
+  k, "values": [...]}]}]} for every token of the sequence (the special
+  tokens, [CLS] and [SEP] or <s> and </s>, included), values rounded as
+  Google's script rounds them, round(x, 6);
 - one sentence vector per line (`pooling` "mean" or "cls"), optionally
   L2-normalised: mean pooling + normalisation is what sentence-transformers
   computes for models such as all-MiniLM-L6-v2.
@@ -31,6 +32,7 @@ from bert_toolkit.engine import distribution, model_files
 from bert_toolkit.errors import InputError
 from bert_toolkit.model import modeling
 from bert_toolkit.tasks.features.options import GOOGLE_LAYERS
+from bert_toolkit.text import tokenization
 
 tf1 = tf.compat.v1
 
@@ -84,32 +86,29 @@ def read_batches(path, batch_size):
 def encode_lines(tokenizer, pairs, max_seq_length):
     """The model's inputs for one batch, each int32 [len(pairs), longest row].
 
-    pairs: [(text_a, text_b or None)]. Rows are Google's: [CLS] a [SEP], or
-    [CLS] a [SEP] b [SEP] when b has tokens left after truncation (so a b
-    that tokenizes to nothing, or is truncated away, gives a single-text
-    row). Columns past the longest row are only padding, which the
-    attention mask hides, so they are cut off.
+    pairs: [(text_a, text_b or None)]. Rows are Google's, in the tokenizer's
+    layout: [CLS] a [SEP], or [CLS] a [SEP] b [SEP] when b has tokens left
+    after truncation (so a b that tokenizes to nothing gives a single-text
+    row, and one truncated away leaves a cut to its share of the pair). Columns
+    past the longest row are only padding, which the attention mask hides, so
+    they are cut off.
     """
-    texts_b = [b for _, b in pairs]
-    arrays = list(tokenizer.encode_pairs([a for a, _ in pairs],
-                                         texts_b if any(b is not None for b in texts_b)
-                                         else None, max_seq_length))
-    input_ids, input_mask, segment_ids = arrays
-    # A pair row whose b part is only its final [SEP] is a single text to Google.
-    b_less = [row for row, b in enumerate(texts_b)
-              if b is not None and segment_ids[row].sum() == 1]
-    if b_less:
-        b_ids = tokenizer.encode_batch([texts_b[row] for row in b_less])
-        redo = [row for row, ids in zip(b_less, b_ids) if not ids]
-        for row in set(b_less) - set(redo):  # b truncated away: drop its [SEP]
-            last = int(input_mask[row].sum()) - 1
-            input_ids[row, last] = input_mask[row, last] = segment_ids[row, last] = 0
-        if redo:  # b without tokens: a alone, truncated for a single text
-            singles = tokenizer.encode_pairs([pairs[row][0] for row in redo], None,
-                                             max_seq_length)
-            for array, single in zip(arrays, singles):
-                array[redo] = single
-    longest = int(input_mask.sum(axis=1).max()) if len(pairs) else 0
+    layout = tokenizer.layout
+    ids_a = tokenizer.encode_batch([a for a, _ in pairs])
+    present_b = [b for _, b in pairs if b is not None]
+    encoded_b = iter(tokenizer.encode_batch(present_b) if present_b else [])
+    rows_a, rows_b = [], []
+    for a, (_, text_b) in zip(ids_a, pairs):
+        b = next(encoded_b) if text_b is not None else None
+        if b:
+            len_a, len_b = tokenization.truncated_pair_lengths(
+                len(a), len(b), max_seq_length - layout.pair_specials)
+            if not len_b:
+                a, b = a[:len_a], None
+        rows_a.append(a)
+        rows_b.append(b or None)
+    arrays = tokenization.pack_rows(rows_a, rows_b, max_seq_length, layout)
+    longest = int(arrays[1].sum(axis=1).max()) if len(pairs) else 0
     return {name: array[:, :longest] for name, array in zip(FEATURE_NAMES, arrays)}
 
 

@@ -9,7 +9,8 @@ files of tf.train.Example records with the reference features
     masked_lm_weights                       float [max_predictions_per_seq]
     next_sentence_labels                    int64 [1]  (1 = B is a random document)
 
-The recipe per document is the original one: segment A is a run of
+The recipe per document is the original one (for the families whose models
+learn next sentences: BERT's pair layout; see `ShardWorker`): segment A is a run of
 consecutive sentences up to a target length (the full length, or with
 probability `short_seq_prob` a random shorter one); B is the actual
 continuation, or (half of the time, and always when A took the whole chunk)
@@ -20,6 +21,14 @@ max(1, round(len(tokens) * masked_lm_prob))) are predicted; each is replaced
 by [MASK] 80% of the time, kept 10% and replaced by a random vocabulary entry
 10%. Whole-word masking picks words ("##" pieces stay with their word) instead
 of single pieces.
+
+RoBERTa and XLM-R (the families of the `<s> a </s></s> b </s>` layout) learn
+masked LM alone, on full sentences: an instance is `<s> A </s>`, A a run of
+consecutive sentences of one document up to the target length (a sentence
+longer than max_seq_length is cut at its end), next_sentence_labels 0. Every
+family masks with its own mask token, never masks its special tokens, and
+draws the 10% random replacements among its ids other than its special tokens
+(BERT's, as the original, among the whole vocabulary).
 
 What differs from the original, and why:
 
@@ -56,11 +65,15 @@ import random
 
 import numpy as np
 
-from bert_toolkit.engine import tfrecord_codec
+from bert_toolkit.engine import model_files, tfrecord_codec
 from bert_toolkit.errors import InputError
 from bert_toolkit.text import tokenization
 
 _REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# What starts a word in a tokenizer's pieces (whole-word masking): a WordPiece
+# piece that is not "##...", a byte-level BPE piece with the space mark "Ġ",
+# a SentencePiece piece with "▁".
+_WORD_START = {"bpe": "\u0120", "unigram": "\u2581"}
 
 # Instances masked and encoded together: numpy temporaries of ~1 MB stay in cache.
 _ENCODE_CHUNK = 1024
@@ -155,33 +168,76 @@ def segment_pairs(documents, document_index, max_num_tokens, short_seq_prob, rng
     return pairs
 
 
-def gather_pairs(tokens, spans, max_seq_length, cls_id, sep_id):
-    """The [CLS] A [SEP] B [SEP] rows of `spans`, zero-padded.
+def segment_singles(documents, document_index, max_num_tokens, short_seq_prob, rng):
+    """The single segments of one document (masked LM alone: RoBERTa, XLM-R).
+
+    Consecutive sentences join a segment while it stays within the target
+    length (max_num_tokens, or with probability `short_seq_prob` a random
+    shorter one, drawn once per document as the pairs' target is); a sentence
+    longer than max_num_tokens is a segment of its own, cut to it at its end.
+
+    Args:
+      documents: as for segment_pairs; max_num_tokens: max_seq_length - 2.
+    Returns:
+      A list of (start, length, 0, 0, False): segment_pairs' rows without a B.
+    """
+    bounds = documents[document_index]
+    num_sentences = len(bounds) - 1
+    target_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_length = 2 + _below(max_num_tokens - 1, rng)
+    segments = []
+    first = 0
+    while first < num_sentences:
+        # The last sentence boundary within the target, at least one sentence on.
+        end = max(bisect.bisect_right(bounds, bounds[first] + target_length, first + 1) - 1,
+                  first + 1)
+        segments.append((bounds[first], min(bounds[end] - bounds[first], max_num_tokens),
+                         0, 0, False))
+        first = end
+    return segments
+
+
+def b_offsets(len_a, layout):
+    """Where B starts in rows laid out by `layout`: after [CLS], A and the separators
+    between (BERT 1, RoBERTa 2). `len_a`: an int or an int array."""
+    return len_a + 1 + layout.seps_between
+
+
+def gather_pairs(tokens, spans, max_seq_length, layout):
+    """The rows of `spans` laid out by `layout` (tokenization.Layout): [CLS] A [SEP]
+    B [SEP] (BERT's), or where len_b is 0, [CLS] A [SEP]; padded with its pad id.
 
     Args:
       tokens: int32 [shard tokens]; spans: int64 [n, 4] of (start_a, len_a,
-        start_b, len_b).
+        start_b, len_b), either all with a B or all without.
     Returns:
       (input_ids int32 [n, max_seq_length], lengths int64 [n]).
     """
     start_a, len_a, start_b, len_b = (spans[:, k:k + 1] for k in range(4))
+    pairs = bool(len(spans)) and bool(len_b.all())
     column = np.arange(max_seq_length)[np.newaxis, :]
+    begin_b = b_offsets(len_a, layout)
     in_a = (column >= 1) & (column <= len_a)
-    in_b = (column >= len_a + 2) & (column < len_a + 2 + len_b)
-    source = np.where(in_a, start_a + column - 1, np.where(in_b, start_b + column - len_a - 2,
+    in_b = (column >= begin_b) & (column < begin_b + len_b)
+    source = np.where(in_a, start_a + column - 1, np.where(in_b, start_b + column - begin_b,
                                                            0))
-    input_ids = np.where(in_a | in_b, tokens[source], 0).astype(np.int32)
+    input_ids = np.where(in_a | in_b, tokens[source], layout.pad_id).astype(np.int32)
     rows = np.arange(len(spans))
-    lengths = (len_a + len_b + 3)[:, 0]
-    input_ids[:, 0] = cls_id
-    input_ids[rows, len_a[:, 0] + 1] = sep_id
-    input_ids[rows, lengths - 1] = sep_id
+    lengths = ((begin_b + len_b + 1) if pairs else (len_a + 2))[:, 0]
+    input_ids[:, 0] = layout.cls_id
+    if pairs:
+        for separator in range(layout.seps_between):
+            input_ids[rows, len_a[:, 0] + 1 + separator] = layout.sep_id
+    input_ids[rows, lengths - 1] = layout.sep_id
     return input_ids, lengths
 
 
-def candidate_positions(len_a, len_b):
-    """Positions of A and B in [CLS] A [SEP] B [SEP]: all but the special tokens."""
-    return list(range(1, len_a + 1)) + list(range(len_a + 2, len_a + 2 + len_b))
+def candidate_positions(len_a, len_b, seps_between=1):
+    """Positions of A and B in [CLS] A [SEP] B [SEP] (`seps_between` separators
+    between A and B): all but the special tokens."""
+    begin_b = len_a + 1 + seps_between
+    return list(range(1, len_a + 1)) + list(range(begin_b, begin_b + len_b))
 
 
 def whole_word_groups(tokens, positions, is_continuation):
@@ -235,18 +291,22 @@ def num_predictions(lengths, max_predictions_per_seq, masked_lm_prob):
     return np.minimum(max_predictions_per_seq, np.maximum(1, wanted))
 
 
-def choose_random_positions(lengths, lengths_a, counts, max_predictions_per_seq, np_rng):
+def choose_random_positions(lengths, lengths_a, counts, max_predictions_per_seq, np_rng,
+                            seps_between=1):
     """int64 [n, max_predictions]: sorted random distinct candidate positions per row.
 
     Row i gets counts[i] positions (at most its number of candidates) chosen
-    uniformly among the non-special positions of [CLS] A [SEP] B [SEP]; unused
-    slots are 0. A random key per position, sorted, gives a uniform subset.
+    uniformly among the non-special positions of [CLS] A [SEP] B [SEP] (with
+    `seps_between` separators between A and B; a row without B, [CLS] A [SEP],
+    has A's alone); unused slots are 0. A random key per position, sorted,
+    gives a uniform subset.
     """
     n, width = len(lengths), max(int(lengths.max()), max_predictions_per_seq)
     column = np.arange(width)[np.newaxis, :]
     len_a = lengths_a[:, np.newaxis]
     candidate = (((column >= 1) & (column <= len_a))
-                 | ((column >= len_a + 2) & (column < lengths[:, np.newaxis] - 1)))
+                 | ((column >= len_a + 1 + seps_between)
+                    & (column < lengths[:, np.newaxis] - 1)))
     keys = np.where(candidate, np_rng.random([n, width]), 2.0)
     # The max_predictions smallest keys of each row, in key order (a partition
     # first: only those few need sorting).
@@ -261,18 +321,23 @@ def choose_random_positions(lengths, lengths_a, counts, max_predictions_per_seq,
     return np.where(used, positions, 0)
 
 
-def corrupt_batch(input_ids, positions, used, vocab_size, mask_id, np_rng):
+def corrupt_batch(input_ids, positions, used, vocab_size, mask_id, np_rng,
+                  replacement_ids=None):
     """The 80/10/10 rule at `positions` (where `used`), in place on input_ids.
 
-    80%: [MASK]; 10%: unchanged (still predicted); 10%: a random vocabulary id.
+    80%: [MASK]; 10%: unchanged (still predicted); 10%: a random vocabulary id,
+    or a random one of `replacement_ids` (int array) when given.
     Returns the labels: int32 [n, max_predictions], the original ids (0 unused).
     """
     rows = np.arange(len(input_ids))[:, np.newaxis]
     labels = np.where(used, input_ids[rows, positions], 0)
     draw, keep_or_random = np_rng.random(positions.shape), np_rng.random(positions.shape)
+    if replacement_ids is None:
+        random_ids = np_rng.integers(0, vocab_size, positions.shape)
+    else:
+        random_ids = replacement_ids[np_rng.integers(0, len(replacement_ids), positions.shape)]
     replacement = np.where(draw < 0.8, mask_id,
-                           np.where(keep_or_random < 0.5, labels,
-                                    np_rng.integers(0, vocab_size, positions.shape)))
+                           np.where(keep_or_random < 0.5, labels, random_ids))
     rows, slots = np.nonzero(used)
     input_ids[rows, positions[rows, slots]] = replacement[rows, slots]
     return labels.astype(np.int32)
@@ -303,27 +368,47 @@ def _split_at(ids, separator_id):
 class ShardWorker(object):
     """Turns shards of documents into framed TFRecord records (one per instance).
 
-    Holds what is the same for every shard: the tokenizer, the "##" table, the
-    CRC tables. Build one per process.
+    Holds what is the same for every shard: the tokenizer (the model family's:
+    model_files.family_of_tokenizer_file), its layout and special tokens, the
+    word-start table, the CRC tables. Build one per process. The families whose
+    layout is BERT's get sentence pairs with next-sentence labels (a model
+    without a next-sentence head ignores them); RoBERTa's layout single
+    segments (see the module docstring).
     """
 
     def __init__(self, config):
         self.config = config
-        self.tokenizer = tokenization.FullTokenizer(config.vocab_file, config.do_lower_case)
+        family = model_files.family_of_tokenizer_file(config.vocab_file, config.model_family)
+        self.tokenizer = tokenization.load_tokenizer(
+            config.vocab_file, model_files.requested_casing(config, family), family)
         vocab = self.tokenizer.vocab
-        missing = [t for t in _REQUIRED_TOKENS if t not in vocab]
+        wordpiece = family.tokenizer == "wordpiece"
+        required = _REQUIRED_TOKENS if wordpiece else (self.tokenizer.mask_token,)
+        missing = [t for t in required if t not in vocab]
         if missing:
             raise InputError("vocab file %s: missing %s; pretraining data needs %s"
-                             % (config.vocab_file, " ".join(missing),
-                                " ".join(_REQUIRED_TOKENS)))
+                             % (config.vocab_file, " ".join(missing), " ".join(required)))
         self.vocab_size = len(vocab)
-        self.separator_id = vocab.get(_SEPARATOR)
-        self.cls_id, self.sep_id, self.mask_id = (vocab["[CLS]"], vocab["[SEP]"],
-                                                  vocab["[MASK]"])
+        self.layout = self.tokenizer.layout
+        self.pairs = family.pair_layout == "bert"
+        # Joining a document's sentences (tokenize_documents) is exact for WordPiece only.
+        self.separator_id = vocab.get(_SEPARATOR) if wordpiece else None
+        self.mask_id = vocab[self.tokenizer.mask_token]
+        special_ids = self._special_ids()
+        # BERT draws random replacements among all ids, as the original does.
+        self.replacement_ids = None if family.name == "bert" else np.array(
+            sorted(set(range(self.vocab_size)) - special_ids), dtype=np.int64)
         inverse = self.tokenizer.inv_vocab
-        self.is_continuation = [inverse[i].startswith("##") for i in range(self.vocab_size)]
+        self.is_continuation = continuation_table(
+            [inverse.get(i, "") for i in range(self.vocab_size)], family.tokenizer, special_ids)
         self.encoder = tfrecord_codec.ExampleEncoder(config.max_seq_length,
-                                      config.max_predictions_per_seq)
+                                                     config.max_predictions_per_seq)
+
+    def _special_ids(self):
+        """The ids of the tokenizer's special tokens: its layout's, mask and unknown."""
+        ids = {self.layout.cls_id, self.layout.sep_id, self.layout.pad_id, self.mask_id}
+        unknown = self.tokenizer.vocab.get(self.tokenizer.unk_token)
+        return ids if unknown is None else ids | {unknown}
 
     def tokenize_documents(self, documents):
         """Ids of every sentence, in one batch; empty sentences and documents dropped.
@@ -368,13 +453,18 @@ class ShardWorker(object):
 
     def instance_spans(self, documents, rng):
         """Every instance of `documents`, dupe_factor times: int64 [n, 4] spans
-        (start_a, len_a, start_b, len_b) and bool [n] is-random-next."""
+        (start_a, len_a, start_b, len_b; len_b 0 for single segments) and bool
+        [n] is-random-next."""
         config = self.config
+        if self.pairs:
+            segments, budget = segment_pairs, config.max_seq_length - self.layout.pair_specials
+        else:
+            segments, budget = segment_singles, (config.max_seq_length
+                                                 - self.layout.single_specials)
         spans = []
         for _ in range(config.dupe_factor):
             for index in range(len(documents)):
-                spans.extend(segment_pairs(documents, index, config.max_seq_length - 3,
-                                           config.short_seq_prob, rng))
+                spans.extend(segments(documents, index, budget, config.short_seq_prob, rng))
         table = np.array(spans, dtype=np.int64).reshape(-1, 5)
         return table[:, :4], table[:, 4].astype(bool)
 
@@ -386,8 +476,9 @@ class ShardWorker(object):
         chosen = []
         for row, len_a, length, count in zip(input_ids.tolist(), lengths_a.tolist(),
                                              lengths.tolist(), counts.tolist()):
-            groups = whole_word_groups(row, candidate_positions(len_a, length - len_a - 3),
-                                       self.is_continuation)
+            len_b = length - b_offsets(len_a, self.layout) - 1 if self.pairs else 0
+            groups = whole_word_groups(row, candidate_positions(
+                len_a, len_b, self.layout.seps_between), self.is_continuation)
             chosen.append(sorted(choose_whole_words(groups, count, rng)))
         positions = np.zeros([len(chosen), config.max_predictions_per_seq], dtype=np.int64)
         for i, row in enumerate(chosen):
@@ -397,8 +488,7 @@ class ShardWorker(object):
     def encode_rows(self, tokens, spans, random_next, rng, np_rng):
         """Masks and encodes instances; returns (framed records as bytes, int64 [n])."""
         config = self.config
-        input_ids, lengths = gather_pairs(tokens, spans, config.max_seq_length, self.cls_id,
-                                          self.sep_id)
+        input_ids, lengths = gather_pairs(tokens, spans, config.max_seq_length, self.layout)
         lengths_a = spans[:, 1]
         if config.do_whole_word_mask:
             positions = self.whole_word_positions(input_ids, lengths_a, lengths, rng)
@@ -406,11 +496,12 @@ class ShardWorker(object):
             counts = num_predictions(lengths, config.max_predictions_per_seq,
                                      config.masked_lm_prob)
             positions = choose_random_positions(lengths, lengths_a, counts,
-                                                config.max_predictions_per_seq, np_rng)
+                                                config.max_predictions_per_seq, np_rng,
+                                                self.layout.seps_between)
         counts = np.count_nonzero(positions, axis=1)
         used = np.arange(config.max_predictions_per_seq)[np.newaxis, :] < counts[:, np.newaxis]
         labels = corrupt_batch(input_ids, positions, used, self.vocab_size, self.mask_id,
-                               np_rng)
+                               np_rng, self.replacement_ids)
         return self.encoder.records(self.encoder.examples(
             input_ids, lengths, lengths_a, positions, labels, counts, random_next))
 
@@ -435,6 +526,20 @@ class ShardWorker(object):
         lengths = (np.concatenate(record_lengths) if record_lengths
                    else np.zeros([0], dtype=np.int64))
         return len(documents), blobs, lengths
+
+
+def continuation_table(tokens, kind, special_ids=()):
+    """bool per id: whether the token continues the word before it (whole-word
+    masking). WordPiece: a "##" piece; byte-level BPE and SentencePiece: a piece
+    without the word-start mark ("Ġ", "▁") that is not a special token.
+
+    tokens: the token of each id, in id order; kind: families.Family.tokenizer.
+    """
+    if kind == "wordpiece":
+        return [token.startswith("##") for token in tokens]
+    mark = _WORD_START[kind]
+    return [not token.startswith(mark) and index not in special_ids
+            for index, token in enumerate(tokens)]
 
 
 def feature_lengths(max_seq_length, max_predictions_per_seq):

@@ -4,6 +4,7 @@
 import dataclasses
 from typing import Optional
 
+from bert_toolkit import families
 from bert_toolkit.engine.options import RunOptions, TokenizerOptions
 from bert_toolkit.errors import InputError
 from bert_toolkit.options import inherit, option
@@ -12,12 +13,22 @@ from bert_toolkit.options import inherit, option
 @dataclasses.dataclass(frozen=True)
 class PretrainingDataConfig(TokenizerOptions):
     """Everything that decides the instances of a shard (data.py's recipe)."""
-    vocab_file: Optional[str] = inherit(TokenizerOptions, "vocab_file",
-                                        help="vocab.txt of the BERT model to pre-train.")
+    vocab_file: Optional[str] = inherit(
+        TokenizerOptions, "vocab_file",
+        help="The tokenizer file of the model to pre-train: vocab.txt (WordPiece), "
+        "vocab.json or merges.txt (RoBERTa), sentencepiece.bpe.model (XLM-R), spiece.model "
+        "(ALBERT) or tokenizer.json.")
+    model_family: Optional[str] = option(
+        None, "The model's family, which decides the tokenizer, its special tokens and the "
+        "instances (RoBERTa and XLM-R: masked LM on full sentences, no sentence pairs). "
+        "Default: the model folder's bert_config.json or config.json, else the tokenizer "
+        "file's kind.", choices=tuple(families.FAMILIES))
     do_whole_word_mask: bool = option(
-        False, "Mask whole words (a word and its ## pieces together) instead of single "
-        "WordPiece tokens.")
-    max_seq_length: int = option(128, "Tokens per instance, with [CLS] and [SEP]s.")
+        False, "Mask whole words (all the pieces of a word together: a WordPiece word and "
+        "its ## pieces; a BPE or SentencePiece word, which starts with a space mark) instead "
+        "of single tokens.")
+    max_seq_length: int = option(128, "Tokens per instance, with the special tokens "
+                                 "([CLS] and [SEP]s, or <s> and </s>).")
     max_predictions_per_seq: int = option(20, "Most masked-LM predictions per instance.")
     random_seed: int = option(12345, "Random seed of the data generation.")
     dupe_factor: int = option(10, "Passes over the input, each with different masks and "
@@ -51,6 +62,11 @@ class PretrainingDataOptions(PretrainingDataConfig):
     output_file: Optional[str] = option(
         None, "Output TFRecord file(s), comma-separated; records are spread round-robin "
         "over them.", required=True)
+    output_format: str = option(
+        "auto", "What to write: tfrecord (Google's tf.train.Example records) or hdf5 "
+        "(NVIDIA's hdf5 shards, as DeepLearningExamples' PyTorch BERT and Distributed_BERT "
+        "read them: the same instances). auto: hdf5 for output files named *.hdf5 or *.h5, "
+        "else tfrecord.", choices=("auto", "tfrecord", "hdf5"))
     num_workers: Optional[int] = option(
         None, "Worker processes (default: the cores available to this process). The "
         "output does not depend on it.", minimum=1)
@@ -73,13 +89,18 @@ class PretrainingDataOptions(PretrainingDataConfig):
 class PretrainingOptions(RunOptions):
     """run_pretraining.py: masked LM + next sentence on create_pretraining_data.py's records."""
     input_file: Optional[str] = option(
-        None, "TFRecord files from create_pretraining_data.py: comma-separated files or "
+        None, "TFRecord files from create_pretraining_data.py, or NVIDIA's hdf5 shards "
+        "(told by their extension .hdf5/.h5 or their content): comma-separated files or "
         "globs.", required=True)
     eval_input_file: Optional[str] = option(
         None, "Records to evaluate on (default: --input_file, as in the original).")
     max_predictions_per_seq: int = option(
         20, "Masked-LM predictions per sequence; must match the data.", minimum=1)
     num_train_steps: int = option(100000, "Optimizer steps to train.", minimum=1)
+    stop_at_step: int = option(
+        0, "Stop training at this optimizer step, the learning-rate schedule still running "
+        "to --num_train_steps (as fairseq's --max-update below --total-num-update); a later "
+        "run with a larger value continues. 0: --num_train_steps.", minimum=0)
     num_warmup_steps: int = option(10000, "Optimizer steps of learning-rate warmup.",
                                    minimum=0)
     max_eval_steps: int = option(100, "Most evaluation batches (per replica).", minimum=1)

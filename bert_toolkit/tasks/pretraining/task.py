@@ -1,15 +1,25 @@
-"""BERT pretraining: the masked-LM and next-sentence heads, their input and metrics.
+"""Pretraining: the masked-LM and next-sentence heads, their input and metrics.
 
 The heads have exactly the variables of Google's run_pretraining.py, so a
 released `bert_model.ckpt` (which includes them) continues pretraining, and
 what we save loads into the original code and into our fine-tuning scripts:
 
-    cls/predictions/transform/dense/{kernel [hidden, hidden], bias [hidden]}
-    cls/predictions/transform/LayerNorm/{gamma, beta} [hidden]
+    cls/predictions/transform/dense/{kernel [hidden, width], bias [width]}
+    cls/predictions/transform/LayerNorm/{gamma, beta} [width]
     cls/predictions/output_bias [vocab]   (the output matrix is tied to
                                            bert/embeddings/word_embeddings)
     cls/seq_relationship/output_weights [2, hidden], output_bias [2]
 
+`width` is the embedding tables' (hidden, or ALBERT's and small ELECTRAs'
+embedding_size: the transform maps back to the tied [vocab, width] table);
+the transform's activation is the config's hidden_act, its layer norm the
+config's epsilon. Every family's converted masked-LM head has these names.
+
+The next-sentence head trains for BERT, and for the other families of BERT's
+pair layout whose checkpoint has one (ALBERT's sentence-order head, converted
+to cls/seq_relationship: the data's next-sentence labels then train it on
+another question than its own); RoBERTa, XLM-R and checkpoints without the
+head (DistilBERT, ELECTRA) train masked LM alone (`learns_next_sentence`).
 A checkpoint without the cls/ variables (e.g. a converted Hugging Face
 encoder) starts the heads fresh.
 
@@ -27,6 +37,7 @@ import tensorflow as tf
 from bert_toolkit import console, fileio
 from bert_toolkit.engine import (
     checkpoints,
+    hdf5_shards,
     input_pipeline,
     launch,
     metrics,
@@ -78,7 +89,7 @@ def masked_lm_output(config, sequence_output, embedding_table, positions, label_
 
     Args:
       sequence_output: float32 [batch, seq, hidden]; embedding_table: float32
-        [vocab, hidden] (the tied output matrix).
+        [vocab, width] (the tied output matrix; width: config.embedding_width).
       positions, label_ids: int [batch, num_predictions]; label_weights: float
         [batch, num_predictions], 1.0 for real predictions and 0.0 for padding.
       compute_dtype: dtype of the two matmuls (the vocabulary projection is a
@@ -93,10 +104,10 @@ def masked_lm_output(config, sequence_output, embedding_table, positions, label_
     hidden = tf.cast(gather_indexes(sequence_output, positions), compute_dtype)
     with tf1.variable_scope("cls/predictions"):
         with tf1.variable_scope("transform"):
-            hidden = modeling.dense(hidden, config.hidden_size, "dense",
+            hidden = modeling.dense(hidden, config.embedding_width, "dense",
                                     config.initializer_range,
                                     modeling.get_activation(config.hidden_act))
-            hidden = modeling.layer_norm(hidden)
+            hidden = modeling.layer_norm(hidden, epsilon=config.layer_norm_eps)
         output_bias = tf1.get_variable("output_bias", [config.vocab_size],
                                        initializer=tf1.zeros_initializer())
     unbiased_logits = tf.matmul(hidden, tf.cast(embedding_table, compute_dtype),
@@ -144,18 +155,37 @@ def next_sentence_output(config, pooled_output, labels):
     return tf.reduce_mean(per_example_loss), per_example_loss, log_probs
 
 
-def head_variable_shapes(config):
-    """name -> shape of the variables the two heads add."""
-    h = config.hidden_size
-    return {
-        "cls/predictions/transform/dense/kernel": [h, h],
-        "cls/predictions/transform/dense/bias": [h],
-        "cls/predictions/transform/LayerNorm/gamma": [h],
-        "cls/predictions/transform/LayerNorm/beta": [h],
+def head_variable_shapes(config, next_sentence=True):
+    """name -> shape of the variables the heads add (the next-sentence head's only
+    with `next_sentence`)."""
+    h, width = config.hidden_size, config.embedding_width
+    shapes = {
+        "cls/predictions/transform/dense/kernel": [h, width],
+        "cls/predictions/transform/dense/bias": [width],
+        "cls/predictions/transform/LayerNorm/gamma": [width],
+        "cls/predictions/transform/LayerNorm/beta": [width],
         "cls/predictions/output_bias": [config.vocab_size],
-        "cls/seq_relationship/output_weights": [2, h],
-        "cls/seq_relationship/output_bias": [2],
     }
+    if next_sentence:
+        shapes.update({"cls/seq_relationship/output_weights": [2, h],
+                       "cls/seq_relationship/output_bias": [2]})
+    return shapes
+
+
+def learns_next_sentence(config, init_checkpoint):
+    """Whether pretraining trains the next-sentence head: always for BERT (a
+    checkpoint without it starts it fresh, as Google's code does); for the other
+    families of BERT's pair layout when `init_checkpoint` (a checked prefix, or
+    None) holds the head; never for RoBERTa's layout (full sentences, no pairs)."""
+    family = config.family
+    if family.pair_layout != "bert":
+        return False
+    if family.name == "bert":
+        return True
+    if init_checkpoint is None:
+        return False
+    stored = dict(tf.train.list_variables(init_checkpoint))
+    return "cls/seq_relationship/output_weights" in stored
 
 
 def eval_counts(mlm_log_probs, mlm_ids, mlm_weights, mlm_loss, ns_log_probs, ns_labels,
@@ -178,8 +208,10 @@ def eval_counts(mlm_log_probs, mlm_ids, mlm_weights, mlm_loss, ns_log_probs, ns_
         tf.cast(tf.size(ns_correct), tf.float32), tf.reduce_sum(ns_loss)])
 
 
-def make_head_fn(bert_config, training_precision="fp32", inference_precision="fp32"):
-    """The pretraining head_fn for model_fn_builder.build_model_fn: MLM + NSP losses."""
+def make_head_fn(bert_config, training_precision="fp32", inference_precision="fp32",
+                 next_sentence=True):
+    """The pretraining head_fn for model_fn_builder.build_model_fn: the MLM loss, plus
+    the NSP loss with `next_sentence` (see learns_next_sentence)."""
     def head_fn(model, features, mode):
         is_training = mode == tf_estimator.ModeKeys.TRAIN
         compute_dtype = modeling.get_compute_dtype(
@@ -188,9 +220,19 @@ def make_head_fn(bert_config, training_precision="fp32", inference_precision="fp
             bert_config, model.get_sequence_output(), model.get_embedding_table(),
             features["masked_lm_positions"], features["masked_lm_ids"],
             features["masked_lm_weights"], compute_dtype, is_training)
-        ns_loss, ns_per_example, ns_log_probs = next_sentence_output(
-            bert_config, model.get_pooled_output(), features["next_sentence_labels"])
-        total_loss = mlm_loss + ns_loss
+        if next_sentence:
+            ns_loss, ns_per_example, ns_log_probs = next_sentence_output(
+                bert_config, model.get_pooled_output(), features["next_sentence_labels"])
+            predictions = {"next_sentence_log_probs": ns_log_probs}
+            logs = {"masked_lm_loss": mlm_loss, "next_sentence_loss": ns_loss}
+        else:
+            # No sentence head: the eval counts still count the sequences (zeros
+            # stand in for its outputs), and eval_report leaves its metrics out.
+            batch = tf.shape(features["next_sentence_labels"])[0]
+            ns_loss, ns_per_example, ns_log_probs = None, tf.zeros([batch]), tf.zeros([batch, 2])
+            predictions = {"masked_lm_predictions": tf.reshape(
+                tf.argmax(mlm_log_probs, axis=-1, output_type=tf.int32), [batch, -1])}
+            logs = {"masked_lm_loss": mlm_loss}
         eval_metric_ops = None
         if mode == tf_estimator.ModeKeys.EVAL:
             eval_metric_ops = {"pretraining_counts": metrics.streaming_counts(
@@ -198,19 +240,19 @@ def make_head_fn(bert_config, training_precision="fp32", inference_precision="fp
                     mlm_log_probs, features["masked_lm_ids"], features["masked_lm_weights"],
                     mlm_per_prediction, ns_log_probs, features["next_sentence_labels"],
                     ns_per_example))}
-        predictions = {"next_sentence_log_probs": ns_log_probs}
-        return Head(loss=total_loss, predictions=predictions, eval_metric_ops=eval_metric_ops,
-                    serving_outputs=predictions,
-                    training_logs={"masked_lm_loss": mlm_loss, "next_sentence_loss": ns_loss})
+        return Head(loss=mlm_loss + ns_loss if next_sentence else mlm_loss,
+                    predictions=predictions, eval_metric_ops=eval_metric_ops,
+                    serving_outputs=predictions, training_logs=logs)
     return head_fn
 
 
-def eval_report(results):
-    """The four reference metrics (and counts) from Estimator.evaluate's results."""
+def eval_report(results, next_sentence=True):
+    """The four reference metrics (and counts) from Estimator.evaluate's results; the
+    masked-LM ones alone without `next_sentence`."""
     counts = dict(zip(_COUNT_NAMES, [float(c) for c in results["pretraining_counts"]]))
     mlm_weight = max(counts["masked_lm_weight"], 1e-9)
     ns_count = max(counts["next_sentence_count"], 1e-9)
-    return {
+    report = {
         "masked_lm_accuracy": counts["masked_lm_correct"] / mlm_weight,
         "masked_lm_loss": counts["masked_lm_loss_sum"] / mlm_weight,
         "next_sentence_accuracy": counts["next_sentence_correct"] / ns_count,
@@ -220,6 +262,9 @@ def eval_report(results):
         "num_masked_predictions": int(round(counts["masked_lm_weight"])),
         "num_sequences": int(round(counts["next_sentence_count"])),
     }
+    if not next_sentence:
+        del report["next_sentence_accuracy"], report["next_sentence_loss"]
+    return report
 
 
 # -- input ---------------------------------------------------------------------------
@@ -229,7 +274,11 @@ def check_records(path, max_seq_length, max_predictions_per_seq):
 
     Catches data made with another --max_seq_length / --max_predictions_per_seq
     (or not made by create_pretraining_data.py at all) before training starts.
+    NVIDIA's hdf5 shards are checked by their datasets' shapes (hdf5_shards).
     """
+    if hdf5_shards.is_hdf5(path):
+        hdf5_shards.check_shard(path, max_seq_length, max_predictions_per_seq)
+        return
     try:
         # Read by hand rather than with tf.data, so that checking the input does
         # not start TensorFlow's runtime (a multi-worker strategy must come first).
@@ -266,12 +315,19 @@ def make_train_input_fn(files, max_seq_length, max_predictions_per_seq,
     t of it (per_replica_batch_size * replicas records); this worker keeps the
     slice of its replicas, which take consecutive per-replica batches.
 
+    The files are TFRecords, or NVIDIA's hdf5 shards (hdf5_shards: the same
+    stream of examples, each a packed row until its batch is cut into features).
+
     Returns input_fn(params, input_context) -> dataset of dicts of
     [per_replica_batch_size, length] tensors (int32, float32 weights).
     """
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    hdf5 = hdf5_shards.all_hdf5(files)
 
     def parse(serialized):
+        if hdf5:
+            return hdf5_shards.unpack_batch(serialized, max_seq_length,
+                                            max_predictions_per_seq)
         parsed = tf.io.parse_example(serialized, spec)
         return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
                 for name, t in parsed.items()}
@@ -285,7 +341,9 @@ def make_train_input_fn(files, max_seq_length, max_predictions_per_seq,
             num_replicas = input_context.num_replicas_in_sync
         local_replicas = num_replicas // num_pipelines
         global_batch = per_replica_batch_size * num_replicas
-        dataset = tf.data.TFRecordDataset(files)
+        dataset = (hdf5_shards.packed_rows_dataset(files, max_seq_length,
+                                                   max_predictions_per_seq)
+                   if hdf5 else tf.data.TFRecordDataset(files))
         dataset = dataset.repeat()
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.batch(global_batch, drop_remainder=True)
@@ -303,7 +361,11 @@ def make_train_input_fn(files, max_seq_length, max_predictions_per_seq,
 
 
 def make_eval_input_fn(files, max_seq_length, max_predictions_per_seq, batch_size):
-    """The eval input_fn: the records in order, once, in batches per replica."""
+    """The eval input_fn: the records (or hdf5 rows) in order, once, in batches per
+    replica."""
+    if hdf5_shards.all_hdf5(files, "eval_input_file"):
+        return hdf5_shards.make_eval_input_fn(files, max_seq_length, max_predictions_per_seq,
+                                              batch_size)
     return input_pipeline.make_input_fn(files, feature_spec(max_seq_length,
                                                             max_predictions_per_seq),
                                         batch_size, is_training=False)
@@ -323,11 +385,17 @@ def run(options):
     placement = launch.place(options, options.do_train)
     model_inputs, input_files, eval_files = read_inputs(options)
     bert_config = model_inputs.bert_config
+    next_sentence = learns_next_sentence(bert_config, model_inputs.init_checkpoint)
+    if not next_sentence:
+        console.info("%s: masked LM alone (%s)", bert_config.family.name,
+                     "no sentence pairs in its layout" if bert_config.family.pair_layout
+                     != "bert" else "the checkpoint has no next-sentence head")
     plan = training_plan.plan_steps(options.num_train_steps, options.num_warmup_steps,
                                     options.train_batch_size, launch.num_replicas(placement),
                                     options.gradient_accumulation_steps)
     checkpoints.check_resumable(options.output_dir, dict(
-        modeling.bert_variable_shapes(bert_config), **head_variable_shapes(bert_config)),
+        modeling.bert_variable_shapes(bert_config),
+        **head_variable_shapes(bert_config, next_sentence)),
         plan if options.do_train else None)
     if not options.do_train:
         checkpoints.require_trained_model(options.output_dir, "evaluation")
@@ -337,7 +405,7 @@ def run(options):
         bert_config,
         make_head_fn(bert_config,
                      model_fn_builder.graph_precision(runtime.precision, runtime.graph_rewrite),
-                     runtime.inference_precision),
+                     runtime.inference_precision, next_sentence),
         plan, init_checkpoint=model_inputs.init_checkpoint, log_per_replica=True,
         **launch.model_fn_settings(options, placement))
     estimator = launch.make_estimator(options, placement, model_fn)
@@ -348,7 +416,7 @@ def run(options):
     if chief:
         report.checkpoint = checkpoints.latest_checkpoint(options.output_dir)
         if options.do_eval:
-            report.eval = evaluate(estimator, options, eval_files)
+            report.eval = evaluate(estimator, options, eval_files, next_sentence)
     return report
 
 
@@ -357,7 +425,10 @@ def read_inputs(options):
     input_files = fileio.expand_patterns(options.input_file, "input_file")
     eval_files = (fileio.expand_patterns(options.eval_input_file, "eval_input_file")
                   if options.eval_input_file else input_files)
-    for path in sorted(set(input_files[:1] + eval_files[:1])):
+    # Every hdf5 shard: its shapes are read without touching the rows.
+    checked = [paths if hdf5_shards.all_hdf5(paths, flag) else paths[:1]
+               for paths, flag in ((input_files, "input_file"), (eval_files, "eval_input_file"))]
+    for path in sorted(set(checked[0] + checked[1])):
         check_records(path, options.max_seq_length, options.max_predictions_per_seq)
     fileio.check_folder(options.output_dir, "output_dir")
     model_inputs = model_files.load_model_inputs(options, head_variable_shapes,
@@ -375,18 +446,22 @@ def train(estimator, options, placement, model_fn, plan, input_files):
         options.train_batch_size, skip_global_batches=skip, seed=options.seed,
         shuffle_buffer=options.shuffle_buffer_size)
     console.info(training_plan.describe_step_plan(plan))
-    launch.train_to(estimator, options, placement, model_fn, input_fn, plan.num_train_steps)
+    stop = min(options.stop_at_step or plan.num_train_steps, plan.num_train_steps)
+    if stop < plan.num_train_steps:
+        console.info("training stops at step %d; the learning-rate schedule runs to step %d "
+                     "(--stop_at_step)", stop, plan.num_train_steps)
+    launch.train_to(estimator, options, placement, model_fn, input_fn, stop)
 
 
-def evaluate(estimator, options, eval_files):
+def evaluate(estimator, options, eval_files, next_sentence=True):
     """Writes eval_results.{json,txt} of the latest checkpoint and returns the report."""
     results = estimator.evaluate(
         make_eval_input_fn(eval_files, options.max_seq_length,
                            options.max_predictions_per_seq, options.eval_batch_size),
         steps=options.max_eval_steps)
-    report = eval_report(results)
+    report = eval_report(results, next_sentence)
     fileio.write_results(report, options.output_dir, "eval_results")
     console.info("eval: %s", ", ".join("%s %.4f" % (key, report[key]) for key in (
         "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
-        "next_sentence_loss")))
+        "next_sentence_loss") if key in report))
     return report

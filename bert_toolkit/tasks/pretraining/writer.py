@@ -1,4 +1,4 @@
-"""create_pretraining_data.py's driver: documents in, TFRecord files out, streamed.
+"""create_pretraining_data.py's driver: documents in, TFRecord (or hdf5) files out, streamed.
 
 Reads the input files (one sentence per line, a blank line between
 documents; UTF-8, a byte that is not is refused with its file and line),
@@ -7,6 +7,12 @@ framed records (pretraining_data.ShardWorker) and writes them, in shard order,
 round-robin over the output files. Memory stays bounded whatever the corpus
 size, the output is the same for any number of workers, and the output files
 appear only when complete.
+
+With --output_format=hdf5 (or output files named *.hdf5 / *.h5) the same
+instances, masked alike, are written as NVIDIA's hdf5 shards instead
+(engine/hdf5_shards.py: the layout DeepLearningExamples' PyTorch BERT and
+Distributed_BERT train on): the workers hand over arrays of rows rather than
+framed records (Hdf5ShardWorker).
 """
 
 import contextlib
@@ -19,6 +25,7 @@ import time
 import numpy as np
 
 from bert_toolkit import console, fileio, system
+from bert_toolkit.engine import hdf5_shards
 from bert_toolkit.errors import InputError
 from bert_toolkit.tasks.pretraining.data import ShardWorker
 
@@ -97,12 +104,12 @@ def shard_documents(documents, documents_per_shard, max_shard_chars):
 _PROCESS_WORKER = None  # the ShardWorker of a worker process
 
 
-def _init_process(config):
+def _init_process(config, worker_class=ShardWorker):
     global _PROCESS_WORKER
     # Each process tokenizes on its own core: the Rust tokenizer's thread pool
     # would otherwise compete with the other workers.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _PROCESS_WORKER = ShardWorker(config)
+    _PROCESS_WORKER = worker_class(config)
 
 
 def _process_in_worker(task):
@@ -193,6 +200,84 @@ class _OutputFiles(object):
         return self._stack.__exit__(exc_type, exc, tb)
 
 
+class _RowArrays(object):
+    """ShardWorker's encoder for hdf5 output: the masked instances as NVIDIA's
+    datasets (a dict of arrays per chunk of instances) instead of framed
+    records; `records` passes them on with one count per instance."""
+
+    @staticmethod
+    def examples(input_ids, lengths, lengths_a, positions, labels, counts, is_random_next):
+        del counts  # the unused slots are the zeros of positions and labels
+        return hdf5_shards.instance_features(input_ids, lengths, lengths_a, positions,
+                                             labels, is_random_next)
+
+    @staticmethod
+    def records(features):
+        return features, np.ones(len(features["input_ids"]), dtype=np.int64)
+
+
+class Hdf5ShardWorker(ShardWorker):
+    """A ShardWorker whose shards come out as NVIDIA's hdf5 rows: the same
+    instances, masked with the same draws, as the TFRecord records of the seed."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.encoder = _RowArrays()
+
+
+class _Hdf5OutputFiles(object):
+    """hdf5 shards written under temporary names, renamed only when complete;
+    rows go round-robin over the files, as records do over TFRecord files."""
+
+    def __init__(self, paths, max_seq_length, max_predictions_per_seq):
+        self.paths = list(paths)
+        self._shape = (max_seq_length, max_predictions_per_seq)
+        self._writers = []
+        self._stack = contextlib.ExitStack()
+        self.count = 0
+
+    def __enter__(self):
+        with self._stack as stack:
+            for path in self.paths:
+                stack.enter_context(fileio.new_folders_removed_on_failure(
+                    os.path.dirname(os.path.abspath(path))))
+                temporary = stack.enter_context(fileio.atomic_path(path))
+                self._writers.append(stack.enter_context(
+                    hdf5_shards.ShardWriter(temporary, *self._shape)))
+            self._stack = stack.pop_all()
+        return self
+
+    def write(self, chunks, record_lengths):
+        """Appends `chunks` (dicts of NVIDIA's datasets, rows of instances) to the
+        files, round-robin by instance."""
+        del record_lengths
+        n = len(self._writers)
+        for features in chunks:
+            rows = len(features["input_ids"])
+            for offset, writer in enumerate(self._writers):
+                first = (offset - self.count) % n
+                writer.append({name: values[first::n] for name, values in features.items()})
+            self.count += rows
+
+    def __exit__(self, exc_type, exc, tb):
+        # Closes the files, then renames them (or removes them on an exception).
+        return self._stack.__exit__(exc_type, exc, tb)
+
+
+def resolve_output_format(output_format, output_paths):
+    """The format to write, "tfrecord" or "hdf5", for --output_format; auto: hdf5
+    when every output file is named *.hdf5 / *.h5 / *.hdf, else TFRecord
+    (InputError for a mix)."""
+    if output_format != "auto":
+        return output_format
+    named = [path.lower().endswith(hdf5_shards.EXTENSIONS) for path in output_paths]
+    if any(named) and not all(named):
+        raise InputError("--output_file: %s: some files are named as hdf5 shards and some "
+                         "not; name them alike or pass --output_format"
+                         % ", ".join(output_paths))
+    return "hdf5" if named and all(named) else "tfrecord"
+
+
 def _bounded(iterable, semaphore):
     """Yields from `iterable`, taking `semaphore` before each item.
 
@@ -207,8 +292,9 @@ def _bounded(iterable, semaphore):
 
 def write_pretraining_data(input_paths, output_paths, config, num_workers=1,
                            documents_per_shard=256, max_shard_chars=4_000_000,
-                           progress_stream=None, start_line=None):
-    """Streams the documents of `input_paths` into TFRecord files `output_paths`.
+                           progress_stream=None, start_line=None, output_format="tfrecord"):
+    """Streams the documents of `input_paths` into TFRecord files `output_paths`
+    (NVIDIA's hdf5 shards with output_format="hdf5").
 
     config: the recipe, an options.PretrainingDataConfig (checked when made).
     With num_workers > 1, shards are processed by that many processes; the
@@ -222,15 +308,19 @@ def write_pretraining_data(input_paths, output_paths, config, num_workers=1,
         fileio.check_output_file(path, "output_file")
     for path in input_paths:
         check_has_text(path)
-    local = ShardWorker(config) if num_workers == 1 else None
+    worker_class = Hdf5ShardWorker if output_format == "hdf5" else ShardWorker
+    local = worker_class(config) if num_workers == 1 else None
     if local is None:
-        ShardWorker(config)  # the vocabulary's mistakes, raised here and not in a worker
+        worker_class(config)  # the vocabulary's mistakes, raised here and not in a worker
     shards = enumerate(shard_documents(read_documents(input_paths), documents_per_shard,
                                        max_shard_chars))
     if start_line and progress_stream:
         progress_stream.write(start_line + "\n")
     progress = Progress(progress_stream)
-    with _OutputFiles(output_paths) as out:
+    outputs = (_Hdf5OutputFiles(output_paths, config.max_seq_length,
+                                config.max_predictions_per_seq)
+               if output_format == "hdf5" else _OutputFiles(output_paths))
+    with outputs as out:
         if local is not None:
             for index, documents in shards:
                 kept, blobs, record_lengths = local.process(index, documents)
@@ -243,7 +333,7 @@ def write_pretraining_data(input_paths, output_paths, config, num_workers=1,
             context = multiprocessing.get_context(method)
             in_flight = threading.BoundedSemaphore(2 * num_workers + 2)
             with context.Pool(num_workers, initializer=_init_process,
-                              initargs=(config,)) as pool:
+                              initargs=(config, worker_class)) as pool:
                 for kept, blobs, record_lengths in pool.imap(_process_in_worker,
                                                              _bounded(shards, in_flight)):
                     in_flight.release()
@@ -262,9 +352,12 @@ def run(options):
     the final Progress."""
     input_paths = fileio.expand_patterns(options.input_file, "input_file")
     output_paths = [p.strip() for p in options.output_file.split(",") if p.strip()]
+    output_format = resolve_output_format(options.output_format, output_paths)
     num_workers = options.num_workers or system.available_cores()
     return write_pretraining_data(
         input_paths, output_paths, options.recipe(), num_workers=num_workers,
         documents_per_shard=options.documents_per_shard, progress_stream=sys.stderr,
-        start_line="reading %d input file(s) with %d worker(s), writing %s"
-        % (len(input_paths), num_workers, ", ".join(output_paths)))
+        start_line="reading %d input file(s) with %d worker(s), writing %s%s"
+        % (len(input_paths), num_workers, ", ".join(output_paths),
+           " (NVIDIA's hdf5 shards)" if output_format == "hdf5" else ""),
+        output_format=output_format)

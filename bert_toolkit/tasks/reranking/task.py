@@ -1,6 +1,7 @@
 """Passage re-ranking (MS MARCO style): features, the head, the Task, and `run`.
 
-A query and one candidate passage are one pair, [CLS] query [SEP] passage [SEP];
+A query and one candidate passage are one pair, [CLS] query [SEP] passage [SEP]
+(in the model family's layout: RoBERTa's <s> query </s></s> passage </s>);
 the model is the 2-label classifier head of tasks/classification/head.py
 (label 1 = relevant) and a pair's score is P(relevant). The candidates of each
 query are sorted by it (ranking.py). The files are read by data.py: large
@@ -17,8 +18,9 @@ import tensorflow as tf
 
 from bert_toolkit import fileio
 from bert_toolkit.engine import base_task, fine_tuning, input_pipeline
+from bert_toolkit.errors import InputError
 from bert_toolkit.tasks.classification import head as classifier_head
-from bert_toolkit.tasks.reranking import data, ranking
+from bert_toolkit.tasks.reranking import data, msmarco_records, ranking
 from bert_toolkit.text import graph_tokenization
 
 LABELS = ("0", "1")
@@ -37,16 +39,18 @@ _FEATURE_VERSION = 1
 # Features
 
 
-def pair_lengths(query_length, passage_length, max_query_length, max_seq_length):
+def pair_lengths(query_length, passage_length, max_query_length, max_seq_length,
+                 pair_specials=3):
     """Tokens kept of the query and of the passage.
 
     The query keeps at most `max_query_length` tokens; the passage gets what
-    is left of max_seq_length after the query and [CLS], [SEP], [SEP]. So the
-    passage is the one cut when the pair is too long, and a short query leaves
-    more room for its passage.
+    is left of max_seq_length after the query and the `pair_specials` special
+    tokens ([CLS], [SEP], [SEP]; RoBERTa's layout has 4). So the passage is the
+    one cut when the pair is too long, and a short query leaves more room for
+    its passage.
     """
     kept_query = min(query_length, max_query_length)
-    return kept_query, min(passage_length, max_seq_length - 3 - kept_query)
+    return kept_query, min(passage_length, max_seq_length - pair_specials - kept_query)
 
 
 def text_pair_features(queries, passages, vocab_tokens, do_lower_case, max_query_length,
@@ -67,26 +71,41 @@ def text_pair_features(queries, passages, vocab_tokens, do_lower_case, max_query
                                             max_seq_length)
 
 
+def check_query_length(tokenizer, max_query_length, max_seq_length):
+    """The tokenizer's Layout; InputError when max_query_length leaves the passage no
+    token beside the layout's special tokens (RoBERTa's pairs have one more than
+    the options' check counts)."""
+    layout = tokenizer.layout
+    if max_seq_length - layout.pair_specials - max_query_length < 1:
+        raise InputError("--max_query_length=%d: expected at most --max_seq_length - %d = %d "
+                         "(the passage needs a token besides the %d special tokens of this "
+                         "model's pairs)" % (max_query_length, layout.pair_specials + 1,
+                                             max_seq_length - layout.pair_specials - 1,
+                                             layout.pair_specials))
+    return layout
+
+
 def encode_pairs(tokenizer, queries, passages, max_query_length, max_seq_length):
     """(input_ids, input_mask, segment_ids), int32 [len(queries), max_seq_length].
 
-    Rows are [CLS] query [SEP] passage [SEP], zero-padded; segment ids are 0
-    up to the first [SEP] and 1 after it.
+    Rows are the tokenizer's layout of the pair (tokenization.Layout: BERT's
+    [CLS] query [SEP] passage [SEP], the passage's segment ids 1), padded with
+    its pad id. InputError when max_query_length leaves the passage no token.
     """
+    layout = check_query_length(tokenizer, max_query_length, max_seq_length)
     query_ids = tokenizer.encode_batch(queries)
     passage_ids = tokenizer.encode_batch(passages)
-    cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
     shape = (len(query_ids), max_seq_length)
-    input_ids = np.zeros(shape, np.int32)
+    input_ids = np.full(shape, layout.pad_id, np.int32)
     input_mask = np.zeros(shape, np.int32)
     segment_ids = np.zeros(shape, np.int32)
     for row, (query, passage) in enumerate(zip(query_ids, passage_ids)):
         len_q, len_p = pair_lengths(len(query), len(passage), max_query_length,
-                                    max_seq_length)
-        tokens = [cls_id] + list(query[:len_q]) + [sep_id] + list(passage[:len_p]) + [sep_id]
+                                    max_seq_length, layout.pair_specials)
+        tokens, segments = layout.row(query[:len_q], passage[:len_p])
         input_ids[row, :len(tokens)] = tokens
         input_mask[row, :len(tokens)] = 1
-        segment_ids[row, len_q + 2:len(tokens)] = 1
+        segment_ids[row, :len(tokens)] = segments
     return input_ids, input_mask, segment_ids
 
 
@@ -109,7 +128,12 @@ def feature_rows(source, tokenizer, max_query_length, max_seq_length,
     Triples give two rows each (label 1 with the positive passage, then label
     0 with the negative). Candidates give one row each, carrying `query_id`
     and `passage_id` (int64) through prediction, and label 0 (unused).
+    dl4marco-bert's records (a msmarco_records.RecordSource) are read there.
     """
+    if source.kind == msmarco_records.KIND:
+        yield from msmarco_records.feature_rows(source, tokenizer.layout, max_query_length,
+                                                max_seq_length)
+        return
     if source.kind == "triples":
         pairs = ((query, passage, label, {})
                  for _, query, positive, negative in data.read_triples(source.path, source.limit)
@@ -124,6 +148,8 @@ def feature_rows(source, tokenizer, max_query_length, max_seq_length,
 
 def source_digest(source, max_query_length):
     """The cache key part of a PairSource: its file's fingerprint and our settings."""
+    if source.kind == msmarco_records.KIND:
+        return msmarco_records.source_digest(source, max_query_length)
     return input_pipeline.fingerprint({
         "kind": source.kind, "file": input_pipeline.input_fingerprint([source.path]),
         "limit": source.limit, "num_pairs": source.num_pairs,
@@ -209,6 +235,8 @@ class RerankingTask(base_task.Task):
         return source_digest(source, self.max_query_length)
 
     def feature_rows(self, source, tokenizer, max_seq_length):
+        # Checked now: the rows stream out only once output_dir is the run's.
+        check_query_length(tokenizer, self.max_query_length, max_seq_length)
         return feature_rows(source, tokenizer, self.max_query_length, max_seq_length)
 
     def feature_spec(self, max_seq_length):
@@ -238,23 +266,43 @@ class RerankingTask(base_task.Task):
 
 def run(options):
     """Fine-tunes, ranks, scores and exports as RerankingOptions say; returns the
-    launch.Report."""
-    sources, qrels = scan_inputs(options)
-    return fine_tuning.run(RerankingTask(sources, options.max_query_length, options.pooling,
-                                         qrels), options)
+    launch.Report. A split whose TSV file data_dir lacks reads dl4marco-bert's
+    records there instead (msmarco_records.py)."""
+    options, model_inputs, records = msmarco_records.settle(options)
+    sources, qrels = scan_inputs(options, records, model_inputs)
+    options = msmarco_records.in_epochs(options, len(sources.get("train", ())))
+    report = fine_tuning.run(RerankingTask(sources, options.max_query_length, options.pooling,
+                                           qrels), options, model_inputs)
+    msmarco_records.write_msmarco_output(options, report, bool(records))
+    return report
 
 
-def scan_inputs(options):
-    """Every split the run needs, validated and counted; the dev qrels (or None)."""
-    sources, qrels = {}, None
-    if options.do_train:
+def scan_inputs(options, records=None, model_inputs=None):
+    """Every split the run needs, validated and counted; the dev qrels (or None).
+
+    records: split -> (records path, ids path) of the splits read from
+    dl4marco-bert's records (msmarco_records.settle), checked against
+    model_inputs' tokenizer.
+    """
+    sources, qrels, records = {}, None, records or {}
+    tokenizer = model_inputs.tokenizer if model_inputs else None
+    if options.do_train and "train" in records:
+        sources["train"] = msmarco_records.scan_train(records["train"][0], tokenizer,
+                                                      options.max_train_triples or None)
+    elif options.do_train:
         sources["train"] = data.scan_triples(options.data_path("train_file"),
                                              options.max_train_triples or None)
-    if options.do_eval:
+    if options.do_eval and "eval" in records:
+        sources["eval"], qrels = msmarco_records.scan_dev(*records["eval"], tokenizer,
+                                                          options.num_eval_docs)
+    elif options.do_eval:
         sources["eval"], qids = data.scan_candidates(options.data_path("dev_file"))
         qrels = data.read_qrels(options.data_path("dev_qrels_file"))
         data.check_candidates_match_qrels(options.data_path("dev_file"), qids,
                                           options.data_path("dev_qrels_file"), qrels)
-    if options.do_predict:
+    if options.do_predict and "predict" in records:
+        sources["predict"], _ = msmarco_records.scan_ranked(*records["predict"], tokenizer,
+                                                            options.num_eval_docs)
+    elif options.do_predict:
         sources["predict"], _ = data.scan_candidates(options.data_path("test_file"))
     return sources, qrels

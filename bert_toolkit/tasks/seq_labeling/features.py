@@ -1,12 +1,16 @@
-"""Token labelling features: words aligned to WordPiece, long sentences as windows.
+"""Token labelling features: words aligned to sub-tokens, long sentences as windows.
 
 Alignment
 ---------
-Each word is WordPiece-tokenized on its own, so sub-tokens never straddle two
-words; its label sits on its first sub-token. Later sub-tokens, [CLS], [SEP]
-and padding have label_mask 0 and count in neither the loss nor the metrics.
-A word the tokenizer drops entirely (a lone control character, say) becomes
-[UNK], so that every word has a position and gets a prediction.
+Each word is tokenized on its own, as a word inside a text (the tokenizer's
+encode_words: WordPiece's pieces; byte-level BPE's with the word's leading
+space; SentencePiece's with its "▁"), so sub-tokens never straddle two
+words; its label sits on its first sub-token. Later sub-tokens, the special
+tokens and padding have label_mask 0 and count in neither the loss nor the
+metrics. A word the tokenizer drops entirely (a lone control character, say)
+becomes the unknown token, so that every word has a position and gets a
+prediction. A window is one text in the tokenizer's layout ([CLS] words
+[SEP], <s> words </s>), padded with its pad id.
 
 Windows
 -------
@@ -42,15 +46,16 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_m
 
 
 def sentence_pieces(tokenizer, word_lists, max_pieces):
-    """WordPiece ids of every word: [sentence][word] -> list of int.
+    """Sub-token ids of every word: [sentence][word] -> list of int.
 
-    All words go through the tokenizer in one batch (its Rust fast path). A word
-    keeps at most `max_pieces` sub-tokens (only the first carries the label) and
-    a word with none becomes [UNK].
+    All words go through the tokenizer in one batch (its Rust fast path), each
+    as a word of a text (encode_words). A word keeps at most `max_pieces`
+    sub-tokens (only the first carries the label) and a word with none becomes
+    the unknown token.
     """
-    unk_id = tokenizer.vocab[tokenizer.wordpiece_tokenizer.unk_token]
+    unk_id = tokenizer.vocab[tokenizer.unk_token]
     flat = [word for words in word_lists for word in words]
-    ids = tokenizer.encode_batch(flat) if flat else []
+    ids = tokenizer.encode_words(flat) if flat else []
     pieces = [list(word_ids[:max_pieces]) or [unk_id] for word_ids in ids]
     out, start = [], 0
     for words in word_lists:
@@ -59,19 +64,20 @@ def sentence_pieces(tokenizer, word_lists, max_pieces):
     return out
 
 
-def window_features(pieces, label_ids, first, end, scored, max_seq_length, cls_id, sep_id):
+def window_features(pieces, label_ids, first, end, scored, max_seq_length, layout):
     """The features of one window of a sentence (see the module docstring).
 
     Args:
       pieces: the sentence's sub-token ids per word; label_ids: its label id per
         word, or None when unlabelled.
       first, end: the window's word range; scored: the words of the range this
-        window scores.
+        window scores; layout: the tokenizer's tokenization.Layout.
     Returns:
       name -> int32 array [max_seq_length] for FEATURE_NAMES.
     """
     features = {name: np.zeros(max_seq_length, np.int32) for name in FEATURE_NAMES}
     features["word_ids"][:] = -1
+    features["input_ids"][:] = layout.pad_id
     position = 1
     for word in range(first, end):
         if label_ids is not None:
@@ -82,20 +88,21 @@ def window_features(pieces, label_ids, first, end, scored, max_seq_length, cls_i
         word_pieces = pieces[word]
         features["input_ids"][position:position + len(word_pieces)] = word_pieces
         position += len(word_pieces)
-    features["input_ids"][0] = cls_id
-    features["input_ids"][position] = sep_id
+    features["input_ids"][0] = layout.cls_id
+    features["input_ids"][position] = layout.sep_id
     features["input_mask"][:position + 1] = 1
     return features
 
 
-def encode_sentences(pieces_per_sentence, max_seq_length, stride, cls_id, sep_id,
+def encode_sentences(pieces_per_sentence, max_seq_length, stride, layout,
                      label_ids_per_sentence=None):
-    """Yields the feature dicts of every window of every sentence, in order.
+    """Yields the feature dicts of every window of every sentence, in order
+    (layout: the tokenizer's tokenization.Layout).
 
     Each dict also has sentence_index: int32 [1]. Sentences without words
     yield nothing.
     """
-    budget = max_seq_length - 2
+    budget = max_seq_length - layout.single_specials
     for index, pieces in enumerate(pieces_per_sentence):
         counts = [len(word_pieces) for word_pieces in pieces]
         windows = text_windows.word_windows(counts, budget, stride)
@@ -104,7 +111,7 @@ def encode_sentences(pieces_per_sentence, max_seq_length, stride, cls_id, sep_id
         for window_index, (first, end) in enumerate(windows):
             scored = {word for word in range(first, end) if owner[word] == window_index}
             features = window_features(pieces, label_ids, first, end, scored,
-                                       max_seq_length, cls_id, sep_id)
+                                       max_seq_length, layout)
             features["sentence_index"] = np.array([index], np.int32)
             yield features
 
@@ -126,8 +133,7 @@ def feature_rows(sentences, tokenizer, max_seq_length, stride, label_list):
                  for s in sentences]
     if all(ids is None for ids in label_ids):
         label_ids = None
-    return encode_sentences(pieces, max_seq_length, stride, tokenizer.vocab["[CLS]"],
-                            tokenizer.vocab["[SEP]"], label_ids)
+    return encode_sentences(pieces, max_seq_length, stride, tokenizer.layout, label_ids)
 
 
 def examples_digest(sentences, stride):

@@ -5,7 +5,8 @@ For each question: the n best starts and ends of each window's context pieces
 (where that window is the piece's max-context window), spans of at most
 max_answer_length pieces, ranked by start + end logit, each mapped back onto
 the context's own characters (get_final_text's character alignment: casing,
-accents and punctuation as in the context). v2.0 adds the null answer
+accents and punctuation as in the context; for byte-level BPE and
+SentencePiece tokens, the whole words the span covers). v2.0 adds the null answer
 ([CLS]) and predicts "" when its score beats the best span by more than the
 null score threshold.
 """
@@ -83,11 +84,16 @@ def final_span(piece_text, original, do_lower_case):
 
 def span_offsets(window, start, end, paragraph, do_lower_case):
     """(start, end) in paragraph.context of tokens start..end of `window`: the
-    context's characters, with its own whitespace between words."""
-    pieces = " ".join(window.tokens[start:end + 1])
-    pieces = " ".join(pieces.replace(" ##", "").replace("##", "").split())
+    context's characters, with its own whitespace between words. Tokens other
+    than WordPiece's (byte-level BPE, SentencePiece) give the whole words they
+    cover: their text does not map back onto the context's characters."""
     first_word = window.token_to_word[start]
     words = paragraph.words[first_word:window.token_to_word[end] + 1]
+    if not window.word_pieces:
+        starts = paragraph.word_starts[first_word:]
+        return starts[0], starts[len(words) - 1] + len(words[-1])
+    pieces = " ".join(window.tokens[start:end + 1])
+    pieces = " ".join(pieces.replace(" ##", "").replace("##", "").split())
     begin, finish = final_span(pieces, " ".join(words), do_lower_case)
     return (_context_offset(begin, words, paragraph.word_starts[first_word:]),
             _context_offset(finish - 1, words, paragraph.word_starts[first_word:]) + 1)

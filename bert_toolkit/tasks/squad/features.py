@@ -4,12 +4,14 @@ A question becomes one window or more:
 
     [CLS] question (at most max_query_length pieces) [SEP] context piece ... [SEP]
 
-The context pieces (WordPiece tokens of each word) slide `doc_stride` pieces
-at a time (text/windows.py, Google's sliding window); a piece seen by several
-windows is scored in the one where it has the most context on both sides
-("max context"). A training window that does not hold the whole answer, and
-every window of a v2.0 unanswerable question, points at [CLS] (start = end =
-0). No TensorFlow here.
+(in the tokenizer's layout: RoBERTa's <s> question </s></s> context </s>).
+The context pieces (the sub-tokens of each word, tokenized alone as a word of
+a text: the tokenizer's encode_words) slide `doc_stride` pieces at a time
+(text/windows.py, Google's sliding window); a piece seen by several windows is
+scored in the one where it has the most context on both sides ("max
+context"). A training window that does not hold the whole answer, and every
+window of a v2.0 unanswerable question, points at the first token (start =
+end = 0). No TensorFlow here.
 """
 
 import collections
@@ -23,12 +25,16 @@ from bert_toolkit.errors import InputError
 from bert_toolkit.text import windows as text_windows
 
 Window = collections.namedtuple("Window", [
-    "tokens", "token_to_word", "is_max_context", "start_position", "end_position"])
+    "tokens", "token_to_word", "is_max_context", "start_position", "end_position",
+    "input_ids", "segment_ids", "word_pieces"])
 """One model input. tokens: [CLS] question [SEP] context pieces [SEP] (str);
 token_to_word: position -> word index in the paragraph, for context pieces;
 is_max_context: position -> whether this window is the piece's best;
 start_position, end_position: the answer's positions in `tokens` (0 = [CLS]:
-no answer here), or None outside training."""
+no answer here), or None outside training; input_ids, segment_ids: the
+tokens' ids and segments (lists); word_pieces: whether the tokens are
+WordPiece's, whose text maps back onto the context's characters (otherwise an
+answer is the context's words its pieces cover)."""
 
 
 def examples_digest(questions, settings):
@@ -46,40 +52,67 @@ def examples_digest(questions, settings):
 
 
 TokenizedQuestion = collections.namedtuple("TokenizedQuestion", [
-    "question", "query_tokens", "pieces", "piece_to_word", "word_to_piece"])
-"""A question's WordPiece tokens: query_tokens (cut to max_query_length);
-pieces: the context's tokens, word by word; piece_to_word[i]: the word of
-piece i; word_to_piece[w]: the first piece of word w (len(pieces) for a word
-with no piece)."""
+    "question", "query_tokens", "pieces", "piece_to_word", "word_to_piece", "query_ids",
+    "piece_ids", "rows"])
+"""A question's tokens: query_tokens (cut to max_query_length); pieces: the
+context's tokens, word by word; piece_to_word[i]: the word of piece i;
+word_to_piece[w]: the first piece of word w (len(pieces) for a word with no
+piece); query_ids, piece_ids: the ids of query_tokens and pieces; rows: the
+tokenizer's RowScheme."""
+
+RowScheme = collections.namedtuple("RowScheme", ["layout", "cls_token", "sep_token",
+                                                 "word_pieces"])
+"""How a tokenizer lays out a window: its tokenization.Layout, the token strings
+of its first and separator ids, and whether its tokens are WordPiece's."""
+
+
+def row_scheme(tokenizer):
+    """The RowScheme of `tokenizer`."""
+    layout = tokenizer.layout
+    cls_token, sep_token = tokenizer.convert_ids_to_tokens([layout.cls_id, layout.sep_id])
+    return RowScheme(layout, cls_token, sep_token, tokenizer.family_tokenizer == "wordpiece")
 
 
 def tokenize_questions(questions, tokenizer, max_query_length, batch=256):
     """Yields a TokenizedQuestion per question, in order.
 
     A paragraph's words are tokenized once for all its questions (they are
-    consecutive in a SQuAD file), each word on its own as Google does, in
-    batches through the tokenizer's fast path.
+    consecutive in a SQuAD file), each word on its own as Google does (as a
+    word of a text: encode_words), in batches through the tokenizer's fast path.
     """
+    rows = row_scheme(tokenizer)
     cached = (None, None)
     for chunk in fileio.chunks(questions, batch):
-        query_tokens = tokenizer.tokenize_batch([q.question for q in chunk])
-        for question, query in zip(chunk, query_tokens):
+        query_ids = tokenizer.encode_batch([q.question for q in chunk])
+        for question, query in zip(chunk, query_ids):
             if question.paragraph is not cached[0]:
                 cached = (question.paragraph, _tokenize_words(question.paragraph.words,
                                                               tokenizer))
-            pieces, piece_to_word, word_to_piece = cached[1]
-            yield TokenizedQuestion(question, list(query[:max_query_length]), pieces,
-                                    piece_to_word, word_to_piece)
+            pieces, piece_to_word, word_to_piece, piece_ids = cached[1]
+            query = list(query[:max_query_length])
+            yield TokenizedQuestion(question, tokenizer.convert_ids_to_tokens(query), pieces,
+                                    piece_to_word, word_to_piece, query, piece_ids, rows)
 
 
 def _tokenize_words(words, tokenizer):
-    """(pieces, piece_to_word, word_to_piece) of a paragraph's words."""
-    pieces, piece_to_word, word_to_piece = [], [], []
-    for index, word_pieces in enumerate(tokenizer.tokenize_batch(list(words))):
-        word_to_piece.append(len(pieces))
-        pieces.extend(word_pieces)
-        piece_to_word.extend([index] * len(word_pieces))
-    return pieces, piece_to_word, word_to_piece
+    """(pieces, piece_to_word, word_to_piece, piece_ids) of a paragraph's words."""
+    piece_ids, piece_to_word, word_to_piece = [], [], []
+    for index, word_ids in enumerate(tokenizer.encode_words(list(words))):
+        word_to_piece.append(len(piece_ids))
+        piece_ids.extend(word_ids)
+        piece_to_word.extend([index] * len(word_ids))
+    return tokenizer.convert_ids_to_tokens(piece_ids), piece_to_word, word_to_piece, piece_ids
+
+
+def answer_tokens(tokenizer, text):
+    """The tokens of an answer's text as they stand in a context: WordPiece's of the
+    text (each word is tokenized alone there anyway); the others' word by word,
+    as the context's words are (tokenize_words)."""
+    if tokenizer.family_tokenizer == "wordpiece":
+        return tokenizer.tokenize(text)
+    words = text.split()
+    return [token for word in tokenizer.tokenize_words(words) for token in word] \
+        if words else []
 
 
 def answer_pieces(tokenized, tokenizer):
@@ -96,7 +129,7 @@ def answer_pieces(tokenized, tokenizer):
         last = tokenized.word_to_piece[question.end_word + 1] - 1
     else:
         last = len(tokenized.pieces) - 1
-    wanted = " ".join(tokenizer.tokenize(question.answer_text))
+    wanted = " ".join(answer_tokens(tokenizer, question.answer_text))
     pieces = tokenized.pieces
     for start in range(first, last + 1):
         for end in range(last, start - 1, -1):
@@ -112,15 +145,22 @@ def question_windows(tokenized, max_seq_length, doc_stride, answer=None):
     (-1, -1) for no answer (points at [CLS]), or None (prediction: no
     positions).
     """
-    query = tokenized.query_tokens
-    budget = max_seq_length - len(query) - 3
+    query, rows = tokenized.query_tokens, tokenized.rows
+    layout = rows.layout
+    budget = max_seq_length - len(query) - layout.pair_specials
+    if budget < 1:
+        raise InputError("--max_seq_length=%d leaves no room for the context after a "
+                         "question of %d tokens and the %d special tokens of this model's "
+                         "pairs; raise it or lower --max_query_length"
+                         % (max_seq_length, len(query), layout.pair_specials))
     spans = text_windows.token_windows(len(tokenized.pieces), budget, doc_stride)
-    offset = len(query) + 2
+    offset = len(query) + 1 + layout.seps_between
     windows = []
     for index, (start, end) in enumerate(spans):
         length = end - start
-        tokens = ["[CLS]"] + query + ["[SEP]"] + tokenized.pieces[start:end]
-        tokens.append("[SEP]")
+        input_ids, segment_ids = layout.row(tokenized.query_ids, tokenized.piece_ids[start:end])
+        tokens = ([rows.cls_token] + query + [rows.sep_token] * layout.seps_between
+                  + tokenized.pieces[start:end] + [rows.sep_token])
         token_to_word = {offset + i: tokenized.piece_to_word[start + i] for i in range(length)}
         is_max_context = {offset + i: text_windows.max_context_window(spans, start + i) == index
                           for i in range(length)}
@@ -132,7 +172,7 @@ def question_windows(tokenized, max_seq_length, doc_stride, answer=None):
                 start_position = first - start + offset
                 end_position = last - start + offset
         windows.append(Window(tokens, token_to_word, is_max_context, start_position,
-                              end_position))
+                              end_position, input_ids, segment_ids, rows.word_pieces))
     return windows
 
 
@@ -171,13 +211,13 @@ def window_row(window, index, tokenizer, max_seq_length, is_training):
     """The feature dict of one window of question `index`: input_ids, input_mask,
     segment_ids (int32 [max_seq_length]) and start_positions, end_positions
     (training) or example_index (the question's index), int32 [1]."""
-    ids = tokenizer.convert_tokens_to_ids(window.tokens)
-    input_ids = np.zeros(max_seq_length, dtype=np.int32)
+    ids = window.input_ids
+    input_ids = np.full(max_seq_length, tokenizer.layout.pad_id, dtype=np.int32)
     input_mask = np.zeros(max_seq_length, dtype=np.int32)
     segment_ids = np.zeros(max_seq_length, dtype=np.int32)
     input_ids[:len(ids)] = ids
     input_mask[:len(ids)] = 1
-    segment_ids[window.tokens.index("[SEP]") + 1:len(ids)] = 1
+    segment_ids[:len(ids)] = window.segment_ids
     row = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
     if is_training:
         row["start_positions"] = np.array([window.start_position], dtype=np.int32)

@@ -20,6 +20,7 @@ from bert_toolkit.tasks.seq_labeling import conlleval, punctuation
 from bert_toolkit.tasks.seq_labeling import features as seq_labeling_features
 from bert_toolkit.tasks.seq_labeling import outputs as seq_labeling_outputs
 from bert_toolkit.tasks.seq_labeling import readers as seq_labeling_readers
+from bert_toolkit.text import tokenization
 
 import script_runs
 from tiny import REPO, TINY_WORDS, write_tiny_model
@@ -153,7 +154,9 @@ def test_span_matching_equals_conllevals_counting_loop(prefixes):
 def test_window_features_put_labels_on_first_sub_tokens():
     # 7 sub-tokens; windows of 4 (max_seq_length 6), one sub-token apart (stride 1).
     pieces = [[11], [12, 13, 14], [15], [16, 17]]
-    rows = list(seq_labeling_features.encode_sentences([pieces], 6, 1, 2, 3, [[0, 1, 2, 3]]))
+    layout = tokenization.Layout(cls_id=2, sep_id=3, pad_id=0, seps_between=1, segment_b=1)
+    rows = list(seq_labeling_features.encode_sentences([pieces], 6, 1, layout,
+                                                       [[0, 1, 2, 3]]))
     assert [list(r["input_ids"]) for r in rows] == [[2, 11, 12, 13, 14, 3],
                                                     [2, 12, 13, 14, 15, 3],
                                                     [2, 15, 16, 17, 3, 0]]
