@@ -29,7 +29,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-
 # Our model_family -> (transformers config class, its classifier, its pre-training model)
 # and how each names the common fields (DistilBERT's config has its own names).
 _HF_CLASSES = {

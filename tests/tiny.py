@@ -187,3 +187,30 @@ def make_hf_dir(path, config, state, vocab_size=None):
     if state is not None:
         save_file(dict(state), os.path.join(str(path), "model.safetensors"))
     return str(path)
+
+
+def read_checkpoint(prefix):
+    """Name -> np.ndarray of every variable in a TF checkpoint."""
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def assert_one_line(error, *fragments):
+    """`error`'s message is one line holding every fragment."""
+    message = str(error)
+    assert "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def peer_python():
+    """An interpreter with torch and transformers ($BENCH_PEER_PYTHON or .venv-bench),
+    or None: the slow tests that load an export in stock transformers need one."""
+    import subprocess
+    for candidate in (os.environ.get("BENCH_PEER_PYTHON"),
+                      os.path.join(REPO, ".venv-bench", "bin", "python")):
+        if candidate and os.path.exists(candidate) and subprocess.run(
+                [candidate, "-c", "import torch, transformers"],
+                capture_output=True).returncode == 0:
+            return candidate
+    return None

@@ -92,11 +92,6 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 BPE_VOCAB, BPE_MERGES = "vocab.json", "merges.txt"
 _SPM_SUFFIX = ".model"
 
-# Characters per needed token in a long text's first head (byte-level BPE and
-# the unigram models both average about 4 on English prose); a head that comes
-# up short is cut again four times longer.
-_HEAD_CHARS_PER_TOKEN = 5
-
 # tokenizer.json components under which a text's tokens before an ASCII space
 # that follows a non-space character do not depend on what comes after it
 # (see `_text_head`).
@@ -736,32 +731,8 @@ class SubwordTokenizer(object):
         Returns (input_ids, input_mask, segment_ids), int32 arrays of shape
         [len(texts_a), max_seq_length].
         """
-        layout = self.layout
-        texts_a = list(texts_a)
-        if texts_b is None:
-            texts_b = [None] * len(texts_a)
-        else:
-            texts_b = list(texts_b)
-            if len(texts_b) != len(texts_a):
-                raise ValueError("encode_pairs: %d texts_a but %d texts_b"
-                                 % (len(texts_a), len(texts_b)))
-        has_pair = any(text is not None for text in texts_b)
-        least = layout.pair_specials if has_pair else layout.single_specials
-        if max_seq_length < least:
-            raise errors.InputError("max_seq_length=%d: expected at least %d to hold the "
-                                    "special tokens" % (max_seq_length, least))
-        # A text can keep at most this many tokens; lengths capped there give
-        # the same truncation as the full lengths.
-        need_a = [max_seq_length - (layout.single_specials if text is None
-                                    else layout.pair_specials) for text in texts_b]
-        present_b = [text for text in texts_b if text is not None]
-        ids = self._encode_heads(texts_a + present_b,
-                                 need_a + [max_seq_length - layout.pair_specials]
-                                 * len(present_b))
-        ids_b = iter(ids[len(texts_a):])
-        return tokenization.pack_rows(
-            ids[:len(texts_a)], [None if text is None else next(ids_b) for text in texts_b],
-            max_seq_length, layout)
+        return tokenization.encode_pair_rows(self._encode_heads, self.layout, texts_a,
+                                             texts_b, max_seq_length)
 
     # -- export --------------------------------------------------------------------
 
@@ -817,20 +788,7 @@ class SubwordTokenizer(object):
         texts = [tokenization.convert_to_unicode(text) for text in texts]
         if not self._cut_safe:
             return self.encode_batch(texts)
-        ids = [None] * len(texts)
-        pending = range(len(texts))
-        chars_per_token = _HEAD_CHARS_PER_TOKEN
-        while pending:
-            heads = [_text_head(texts[row], needs[row], chars_per_token) for row in pending]
-            encoded = self.encode_batch([head for head, _ in heads])
-            short = []
-            for row, (_, was_cut), row_ids in zip(pending, heads, encoded):
-                ids[row] = row_ids
-                if was_cut and len(row_ids) < needs[row]:
-                    short.append(row)
-            pending = short
-            chars_per_token *= 4
-        return ids
+        return tokenization.encode_heads(texts, needs, self.encode_batch, _text_head)
 
 
 _TOKENIZER_NAMES = {"bpe": "byte-level BPE", "unigram": "a SentencePiece unigram model"}

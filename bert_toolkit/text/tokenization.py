@@ -566,28 +566,8 @@ class FullTokenizer(object):
         [len(texts_a), max_seq_length].
         """
         self._require_tokens(_SPECIAL_TOKENS, "encode_pairs")
-        texts_a = list(texts_a)
-        if texts_b is None:
-            texts_b = [None] * len(texts_a)
-        else:
-            texts_b = list(texts_b)
-            if len(texts_b) != len(texts_a):
-                raise ValueError("encode_pairs: %d texts_a but %d texts_b"
-                                 % (len(texts_a), len(texts_b)))
-        has_pair = any(text is not None for text in texts_b)
-        if max_seq_length < (3 if has_pair else 2):
-            raise errors.InputError("max_seq_length=%d: expected at least %d to hold the "
-                                    "special tokens" % (max_seq_length, 3 if has_pair else 2))
-        # A text can keep at most this many tokens; lengths capped there give
-        # the same truncation as the full lengths.
-        need_a = [max_seq_length - (2 if text is None else 3) for text in texts_b]
-        present_b = [text for text in texts_b if text is not None]
-        ids = self._encode_heads(texts_a + present_b,
-                                 need_a + [max_seq_length - 3] * len(present_b))
-        ids_b = iter(ids[len(texts_a):])
-        return pack_rows(ids[:len(texts_a)],
-                         [None if text is None else next(ids_b) for text in texts_b],
-                         max_seq_length, self.layout)
+        return encode_pair_rows(self._encode_heads, self.layout, texts_a, texts_b,
+                                max_seq_length)
 
     # -- internals -----------------------------------------------------------
 
@@ -622,26 +602,10 @@ class FullTokenizer(object):
         return ids
 
     def _encode_heads(self, texts, needs):
-        """Ids of each text, complete or at least its first `needs[i]` ids.
-
-        Long texts are cut to a head first (see `_text_head`); a head that
-        turns out too short is encoded again, four times longer.
-        """
-        texts = [convert_to_unicode(text) for text in texts]
-        ids = [None] * len(texts)
-        pending = range(len(texts))
-        chars_per_token = _HEAD_CHARS_PER_TOKEN
-        while pending:
-            heads = [_text_head(texts[row], needs[row], chars_per_token) for row in pending]
-            encoded = self._run([head for head, _ in heads], want_ids=True)
-            short = []
-            for row, (_, was_cut), row_ids in zip(pending, heads, encoded):
-                ids[row] = row_ids
-                if was_cut and len(row_ids) < needs[row]:
-                    short.append(row)
-            pending = short
-            chars_per_token *= 4
-        return ids
+        """Ids of each text, complete or at least its first `needs[i]` ids
+        (encode_heads, with WordPiece's _text_head)."""
+        return encode_heads([convert_to_unicode(text) for text in texts], needs,
+                            lambda heads: self._run(heads, want_ids=True), _text_head)
 
     def _run(self, texts, want_ids):
         """Tokens or ids of each text, by Rust where it is safe, else Python."""
@@ -689,6 +653,63 @@ def _text_head(text, need_tokens, chars_per_token=_HEAD_CHARS_PER_TOKEN):
     if cut <= 0:
         return text, False
     return text[:cut], True
+
+
+def encode_heads(texts, needs, encode, text_head):
+    """Ids of each of `texts`, complete or at least its first `needs[i]` ids.
+
+    Long texts are cut to a head first (`text_head(text, need, chars_per_token)` ->
+    (head, was_cut), cut where the tokenizer's words end); a head that turns out
+    too short is encoded again, four times longer. encode: a list of texts -> a
+    list of their id lists."""
+    ids = [None] * len(texts)
+    pending = range(len(texts))
+    chars_per_token = _HEAD_CHARS_PER_TOKEN
+    while pending:
+        heads = [text_head(texts[row], needs[row], chars_per_token) for row in pending]
+        encoded = encode([head for head, _ in heads])
+        short = []
+        for row, (_, was_cut), row_ids in zip(pending, heads, encoded):
+            ids[row] = row_ids
+            if was_cut and len(row_ids) < needs[row]:
+                short.append(row)
+        pending = short
+        chars_per_token *= 4
+    return ids
+
+
+def encode_pair_rows(encode_heads_of, layout, texts_a, texts_b=None, max_seq_length=128):
+    """Classifier features of a tokenizer (its `_encode_heads` and Layout): each row
+    one text, or a pair (an entry of `texts_b` may be None for a single text),
+    truncated as the original run_classifier truncates, padded with the layout's pad
+    id. Only the head of a long text is tokenized.
+
+    Returns (input_ids, input_mask, segment_ids), int32 [len(texts_a), max_seq_length].
+    """
+    texts_a = list(texts_a)
+    if texts_b is None:
+        texts_b = [None] * len(texts_a)
+    else:
+        texts_b = list(texts_b)
+        if len(texts_b) != len(texts_a):
+            raise ValueError("encode_pairs: %d texts_a but %d texts_b"
+                             % (len(texts_a), len(texts_b)))
+    has_pair = any(text is not None for text in texts_b)
+    least = layout.pair_specials if has_pair else layout.single_specials
+    if max_seq_length < least:
+        raise errors.InputError("max_seq_length=%d: expected at least %d to hold the "
+                                "special tokens" % (max_seq_length, least))
+    # A text can keep at most this many tokens; lengths capped there give the
+    # same truncation as the full lengths.
+    need_a = [max_seq_length - (layout.single_specials if text is None
+                                else layout.pair_specials) for text in texts_b]
+    present_b = [text for text in texts_b if text is not None]
+    ids = encode_heads_of(texts_a + present_b,
+                          need_a + [max_seq_length - layout.pair_specials] * len(present_b))
+    ids_b = iter(ids[len(texts_a):])
+    return pack_rows(ids[:len(texts_a)],
+                     [None if text is None else next(ids_b) for text in texts_b],
+                     max_seq_length, layout)
 
 
 class Layout(collections.namedtuple("Layout", [

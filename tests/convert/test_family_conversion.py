@@ -26,7 +26,7 @@ from bert_toolkit.convert import hf_checkpoint as conv
 from bert_toolkit.errors import InputError
 from bert_toolkit.model import modeling
 
-from tiny import FIXTURES
+from tiny import FIXTURES, assert_one_line, read_checkpoint
 
 tf1 = tf.compat.v1
 FAMILIES_DIR = os.path.join(FIXTURES, "families")
@@ -47,17 +47,8 @@ def fixture_dir(case):
     return os.path.join(FAMILIES_DIR, case)
 
 
-def read_checkpoint(prefix):
-    """Name -> np.ndarray of every variable in a TF checkpoint."""
-    reader = tf.train.load_checkpoint(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
-def assert_one_line(error, *fragments):
-    message = str(error)
-    assert "\n" not in message, message
-    for fragment in fragments:
-        assert fragment in message, message
 
 
 def copy_case(case, target, state=None, **config_changes):

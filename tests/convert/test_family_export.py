@@ -29,6 +29,8 @@ from bert_toolkit.errors import InputError
 from bert_toolkit.model import modeling
 from bert_toolkit.text import tokenization
 
+from tiny import peer_python
+
 tf1 = tf.compat.v1
 RECORDED = json.load(open(cases.REFERENCE + ".json", encoding="utf-8"))["cases"]
 PAIRS = [(case, role) for case in cases.CASES for role in RECORDED[case]]
@@ -278,17 +280,6 @@ def test_a_distilbert_with_token_types_has_no_stock_layout(root, tmp_path):
 
 # -- the peer environment: a fine-tuning run of each family, loaded by transformers -------
 
-def _peer_python():
-    """An interpreter with torch and transformers ($BENCH_PEER_PYTHON or .venv-bench)."""
-    import subprocess
-    repo = os.path.dirname(os.path.dirname(cases.HERE))
-    for candidate in (os.environ.get("BENCH_PEER_PYTHON"),
-                      os.path.join(repo, ".venv-bench", "bin", "python")):
-        if candidate and os.path.exists(candidate) and subprocess.run(
-                [candidate, "-c", "import torch, transformers"],
-                capture_output=True).returncode == 0:
-            return candidate
-    return None
 
 
 PEER_SCRIPT = """
@@ -328,7 +319,7 @@ def _our_probabilities(run, texts, max_seq_length):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_peer_python() is None, reason="no interpreter with torch and transformers"
+@pytest.mark.skipif(peer_python() is None, reason="no interpreter with torch and transformers"
                     " (pip install -r requirements-bench.txt into .venv-bench)")
 @pytest.mark.parametrize("case", cases.CASES)
 def test_a_family_fine_tuned_here_loads_in_transformers(tmp_path, case):
@@ -352,7 +343,7 @@ def test_a_family_fine_tuned_here_loads_in_transformers(tmp_path, case):
     texts = ["A moving, beautifully acted film.", "Dull, predictable and far too long.",
              "The plot is thin but the music is wonderful."]
     ours = _our_probabilities(run, texts, 32)
-    peer = subprocess.run([_peer_python(), "-c", PEER_SCRIPT, str(tmp_path / "hf"),
+    peer = subprocess.run([peer_python(), "-c", PEER_SCRIPT, str(tmp_path / "hf"),
                            json.dumps(texts)], capture_output=True, text=True)
     assert peer.returncode == 0, peer.stderr[-2000:]
     theirs = np.array(json.loads(peer.stdout.strip().splitlines()[-1]))

@@ -22,7 +22,15 @@ from bert_toolkit.convert import safe_unpickle
 from bert_toolkit.errors import InputError
 
 import script_runs
-from tiny import FIXTURES, REPO, make_hf_dir, tiny_hf_config, tiny_hf_state
+from tiny import (
+    FIXTURES,
+    REPO,
+    assert_one_line,
+    make_hf_dir,
+    read_checkpoint,
+    tiny_hf_config,
+    tiny_hf_state,
+)
 
 # ---------------------------------------------------------------------------
 # Helpers: a tiny Hugging Face BERT folder
@@ -66,18 +74,8 @@ def expected_google_shapes(config, pooler=True, heads=False):
     return shapes
 
 
-def read_checkpoint(prefix):
-    """Name -> np.ndarray of every variable in a TF checkpoint."""
-    import tensorflow as tf
-    reader = tf.train.load_checkpoint(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
-def assert_one_line(error, *fragments):
-    message = str(error)
-    assert "\n" not in message, message
-    for fragment in fragments:
-        assert fragment in message, message
 
 
 # ---------------------------------------------------------------------------

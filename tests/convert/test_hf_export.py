@@ -30,7 +30,7 @@ from bert_toolkit.model import modeling
 from bert_toolkit.text import tokenization
 
 import hf_export_models
-from tiny import FIXTURES, REPO, TINY_WORDS, write_tiny_model
+from tiny import FIXTURES, TINY_WORDS, peer_python, write_tiny_model
 
 tf1 = tf.compat.v1
 REFERENCE = os.path.join(FIXTURES, "hf_export_reference")
@@ -356,15 +356,6 @@ def test_the_exported_tokenizer_gives_transformers_our_ids_on_the_corpora():
 
 # -- the peer environment: a real run, loaded by transformers itself ---------------------
 
-def _peer_python():
-    """An interpreter with torch and transformers ($BENCH_PEER_PYTHON or .venv-bench)."""
-    for candidate in (os.environ.get("BENCH_PEER_PYTHON"),
-                      os.path.join(REPO, ".venv-bench", "bin", "python")):
-        if candidate and os.path.exists(candidate) and subprocess.run(
-                [candidate, "-c", "import torch, transformers"],
-                capture_output=True).returncode == 0:
-            return candidate
-    return None
 
 
 PEER_SCRIPT = """
@@ -381,7 +372,7 @@ print(json.dumps([dict(zip(labels, row)) for row in probabilities.tolist()]))
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_peer_python() is None, reason="no interpreter with torch and transformers"
+@pytest.mark.skipif(peer_python() is None, reason="no interpreter with torch and transformers"
                     " (pip install -r requirements-bench.txt into .venv-bench)")
 def test_round_trip_a_hub_model_fine_tuned_here_loads_in_transformers(tmp_path):
     """all-MiniLM-L6-v2 from the Hub, converted, fine-tuned on real reviews, exported:
@@ -400,7 +391,7 @@ def test_round_trip_a_hub_model_fine_tuned_here_loads_in_transformers(tmp_path):
     texts = ["A moving, beautifully acted film.", "Dull, predictable and far too long.",
              "The plot is thin but the music is wonderful."]
     ours = [answer["probabilities"] for answer in bt.predict(output_dir, texts)]
-    result = subprocess.run([_peer_python(), "-c", PEER_SCRIPT, str(tmp_path / "hf"),
+    result = subprocess.run([peer_python(), "-c", PEER_SCRIPT, str(tmp_path / "hf"),
                              json.dumps(texts)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     theirs = json.loads(result.stdout.strip().splitlines()[-1])

@@ -13,6 +13,7 @@ from bert_toolkit import families
 from bert_toolkit.convert import hf_checkpoint
 from bert_toolkit.errors import InputError
 from bert_toolkit.model import google_names, modeling
+
 from tiny import tiny_config
 
 tf1 = tf.compat.v1

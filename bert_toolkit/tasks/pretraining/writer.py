@@ -168,6 +168,10 @@ class _OutputFiles(object):
         self._stack = contextlib.ExitStack()
         self.count = 0
 
+    def _open(self, temporary):
+        """The context manager of one output file at its temporary path."""
+        return fileio.open_file(temporary, "wb")
+
     def __enter__(self):
         with self._stack as stack:
             for path in self.paths:
@@ -175,7 +179,7 @@ class _OutputFiles(object):
                 stack.enter_context(fileio.new_folders_removed_on_failure(
                     os.path.dirname(os.path.abspath(path))))
                 temporary = stack.enter_context(fileio.atomic_path(path))
-                self._files.append(stack.enter_context(fileio.open_file(temporary, "wb")))
+                self._files.append(stack.enter_context(self._open(temporary)))
             self._stack = stack.pop_all()
         return self
 
@@ -225,43 +229,28 @@ class Hdf5ShardWorker(ShardWorker):
         self.encoder = _RowArrays()
 
 
-class _Hdf5OutputFiles(object):
+class _Hdf5OutputFiles(_OutputFiles):
     """hdf5 shards written under temporary names, renamed only when complete;
     rows go round-robin over the files, as records do over TFRecord files."""
 
     def __init__(self, paths, max_seq_length, max_predictions_per_seq):
-        self.paths = list(paths)
+        super().__init__(paths)
         self._shape = (max_seq_length, max_predictions_per_seq)
-        self._writers = []
-        self._stack = contextlib.ExitStack()
-        self.count = 0
 
-    def __enter__(self):
-        with self._stack as stack:
-            for path in self.paths:
-                stack.enter_context(fileio.new_folders_removed_on_failure(
-                    os.path.dirname(os.path.abspath(path))))
-                temporary = stack.enter_context(fileio.atomic_path(path))
-                self._writers.append(stack.enter_context(
-                    hdf5_shards.ShardWriter(temporary, *self._shape)))
-            self._stack = stack.pop_all()
-        return self
+    def _open(self, temporary):
+        return hdf5_shards.ShardWriter(temporary, *self._shape)
 
     def write(self, chunks, record_lengths):
         """Appends `chunks` (dicts of NVIDIA's datasets, rows of instances) to the
         files, round-robin by instance."""
         del record_lengths
-        n = len(self._writers)
+        n = len(self._files)
         for features in chunks:
             rows = len(features["input_ids"])
-            for offset, writer in enumerate(self._writers):
+            for offset, writer in enumerate(self._files):
                 first = (offset - self.count) % n
                 writer.append({name: values[first::n] for name, values in features.items()})
             self.count += rows
-
-    def __exit__(self, exc_type, exc, tb):
-        # Closes the files, then renames them (or removes them on an exception).
-        return self._stack.__exit__(exc_type, exc, tb)
 
 
 def resolve_output_format(output_format, output_paths):
