@@ -339,7 +339,7 @@ def print_results(results, peer_python, args):
             print("%s: its input pipeline alone delivers %.0f examples/s, %.0fx what a "
                   "replica consumes" % (r["side"], r["input_examples_per_second"],
                                         r["input_examples_per_second"] / consumed))
-    if args.baseline_config:
+    if getattr(args, "baseline_config", ""):  # other benches print their results here too
         by_side = {r["side"]: r for r in results}
         for r in results:
             base = by_side.get("%s [%s]" % (r["side"], args.baseline_config))
