@@ -284,38 +284,16 @@ def test_a_distilbert_with_token_types_has_no_stock_layout(root, tmp_path):
 
 PEER_SCRIPT = """
 import json, sys, torch, transformers
-hf_dir, texts = sys.argv[1], json.loads(sys.argv[2])
+hf_dir, texts, length = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
 model = transformers.AutoModelForSequenceClassification.from_pretrained(hf_dir).eval()
 with torch.no_grad():
-    logits = model(**tokenizer(texts, padding=True, truncation=True, return_tensors="pt")).logits
+    logits = model(**tokenizer(texts, padding=True, truncation=True, max_length=length,
+                               return_tensors="pt")).logits
 print(json.dumps(logits.softmax(-1).tolist()))
 """
 
 
-def _our_probabilities(run, texts, max_seq_length):
-    """Softmax of our classifier (the run's newest checkpoint, fp32) on `texts`,
-    tokenized by the run's own tokenizer."""
-    options = json.load(open(os.path.join(run, "run_options.json")))
-    options = options.get("options", options)
-    config = modeling.BertConfig.from_json_file(options["bert_config_file"])
-    tokenizer = tokenization.load_tokenizer(
-        options["vocab_file"], True if config.family.tokenizer == "wordpiece" else None,
-        config.family)
-    ids, mask, segments = tokenizer.encode_pairs(texts, None, max_seq_length=max_seq_length)
-    checkpoint = tf.train.latest_checkpoint(run)
-    with tf.Graph().as_default():
-        model = modeling.BertModel(config, False, tf.constant(ids), tf.constant(mask),
-                                   tf.constant(segments))
-        saver = tf1.train.Saver([v for v in tf1.global_variables()
-                                 if v.name.startswith("bert/")])
-        with tf1.Session() as session:
-            saver.restore(session, checkpoint)
-            pooled = session.run(model.get_pooled_output())
-    reader = tf.train.load_checkpoint(checkpoint)
-    logits = pooled @ reader.get_tensor("output_weights").T + reader.get_tensor("output_bias")
-    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return exp / exp.sum(axis=1, keepdims=True)
 
 
 @pytest.mark.slow
@@ -323,28 +301,40 @@ def _our_probabilities(run, texts, max_seq_length):
                     " (pip install -r requirements-bench.txt into .venv-bench)")
 @pytest.mark.parametrize("case", cases.CASES)
 def test_a_family_fine_tuned_here_loads_in_transformers(tmp_path, case):
-    """The fixture converted, fine-tuned on real reviews, exported: stock
-    AutoModelForSequenceClassification's probabilities equal ours."""
+    """The fixture converted, fine-tuned and predicted by run_custom_classifier.py on real
+    reviews, exported by export_hf.py: stock AutoModelForSequenceClassification gives
+    test_results.tsv's probabilities."""
+    import csv
+    import shutil
     import subprocess
 
-    import bert_toolkit as bt
     from bert_toolkit import assets
+
+    import script_runs
     result = hf_checkpoint.convert(os.path.join(cases.FAMILIES_DIR, case),
                                    str(tmp_path / "model"))
-    data = assets.write_polarity_split(str(tmp_path / "data"), limit=48)
+    data = assets.write_polarity_split(str(tmp_path / "data"), limit=60)
+    shutil.copyfile(os.path.join(data, "dev.csv"), os.path.join(data, "test.csv"))
     run = str(tmp_path / "run")
-    bt.run(bt.ClassifierOptions(
-        task_name="custom", data_dir=data, output_dir=run, do_train=True, max_seq_length=32,
-        train_batch_size=16, num_train_epochs=1.0, text_a_column="sentence",
-        label_column="label", bert_config_file=str(tmp_path / "model" / "bert_config.json"),
-        vocab_file=result.vocab_file, init_checkpoint=str(tmp_path / "model" / "bert_model.ckpt")))
-    model = bt.export_hf(run, str(tmp_path / "hf"))
-    assert model.kind.endswith("ForSequenceClassification")
-    texts = ["A moving, beautifully acted film.", "Dull, predictable and far too long.",
-             "The plot is thin but the music is wonderful."]
-    ours = _our_probabilities(run, texts, 32)
+    trained = script_runs.run([
+        "run_custom_classifier.py", "--task_name=custom", "--data_dir=%s" % data,
+        "--output_dir=%s" % run, "--do_train", "--do_predict", "--max_seq_length=32",
+        "--train_batch_size=16", "--num_train_epochs=1", "--text_a_column=sentence",
+        "--label_column=label", "--bert_config_file=%s" % (tmp_path / "model" / "bert_config.json"),
+        "--vocab_file=%s" % result.vocab_file,
+        "--init_checkpoint=%s" % (tmp_path / "model" / "bert_model.ckpt")])
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    exported = script_runs.run(["export_hf.py", "--model_dir=%s" % run,
+                                "--hf_dir=%s" % (tmp_path / "hf")])
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    ours = np.loadtxt(os.path.join(run, "test_results.tsv"), ndmin=2)
+    with open(os.path.join(data, "test.csv"), encoding="utf-8", newline="") as f:
+        texts = [row["sentence"] for row in csv.DictReader(f)]
+    assert len(texts) == len(ours) == 12
     peer = subprocess.run([peer_python(), "-c", PEER_SCRIPT, str(tmp_path / "hf"),
-                           json.dumps(texts)], capture_output=True, text=True)
+                           json.dumps(texts), "32"], capture_output=True, text=True)
     assert peer.returncode == 0, peer.stderr[-2000:]
     theirs = np.array(json.loads(peer.stdout.strip().splitlines()[-1]))
+    print("%s: test_results.tsv against transformers, largest difference %.1e"
+          % (case, np.abs(ours - theirs).max()))
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
