@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from bert_toolkit import errors, families
-from bert_toolkit.text import subword, tokenization
+from bert_toolkit.text import sentencepiece_model, subword, tokenization
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -493,18 +493,18 @@ TINY_PIECES = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3),
 
 
 def test_reader_reads_the_fields_it_needs():
-    model = subword.parse_spm_model(spm_bytes(TINY_PIECES, unk_id=0))
+    model = sentencepiece_model.parse(spm_bytes(TINY_PIECES, unk_id=0))
     assert [(p["piece"], p["score"], p["type"]) for p in model.pieces] == TINY_PIECES
     assert model.trainer == {"model_type": 1, "byte_fallback": False, "unk_id": 0,
                              "bos_id": 1, "eos_id": 2, "pad_id": -1}
     assert model.normalizer["name"] == "nmt_nfkc"
     assert model.normalizer["precompiled_charsmap"] == b""
     with pytest.raises(ValueError, match="no pieces"):
-        subword.parse_spm_model(field(2, field(3, 1)))
+        sentencepiece_model.parse(field(2, field(3, 1)))
     with pytest.raises(ValueError, match="unk_id 12 outside its 10 pieces"):
-        subword.parse_spm_model(spm_bytes(TINY_PIECES, unk_id=12))
+        sentencepiece_model.parse(spm_bytes(TINY_PIECES, unk_id=12))
     with pytest.raises(ValueError, match="wire type"):
-        subword.parse_spm_model(spm_bytes(TINY_PIECES) + varint(7 << 3 | 3))
+        sentencepiece_model.parse(spm_bytes(TINY_PIECES) + varint(7 << 3 | 3))
 
 
 def test_tiny_model_in_each_family_s_numbering(tmp_path):
