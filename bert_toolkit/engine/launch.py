@@ -119,6 +119,7 @@ def model_fn_settings(options, placement):
                 graph_rewrite=runtime.graph_rewrite,
                 inference_precision=runtime.inference_precision,
                 optimizer=options.optimizer, weight_decay_rate=options.weight_decay_rate,
+                clip_norm=options.clip_norm,
                 log_every_n_steps=options.log_every_n_steps,
                 output_dir=options.output_dir if chief else None, show_progress=chief,
                 step_timeout_seconds=options.step_timeout_seconds,

@@ -42,7 +42,8 @@ def graph_precision(precision, graph_rewrite):
 
 def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_rate=5e-5,
                    precision="fp32", inference_precision="fp32", optimizer="adamw",
-                   weight_decay_rate=0.01, log_every_n_steps=50, output_dir=None,
+                   weight_decay_rate=0.01, clip_norm=1.0, log_every_n_steps=50,
+                   output_dir=None,
                    log_per_replica=False, show_progress=True, step_timeout_seconds=None,
                    on_cluster=False, matmul_peak_flops=None, graph_rewrite=False,
                    skip_padding=False, use_xla=False):
@@ -105,7 +106,7 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         step = optimization.create_train_op(
             head.loss, learning_rate, plan.num_train_steps, plan.num_warmup_steps,
             accumulation_steps=plan.accumulation_steps, precision=precision,
-            optimizer=optimizer, weight_decay_rate=weight_decay_rate)
+            optimizer=optimizer, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm)
         logged = {"loss": head.loss, "learning_rate": step.learning_rate,
                   "gradient_norm": step.gradient_norm, training.CYCLE_CLOSED: step.cycle_closed}
         if precision == "fp16":

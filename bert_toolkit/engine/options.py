@@ -106,6 +106,9 @@ class RunOptions(ModelOptions, DeviceOptions, TpuOptions):
     optimizer: str = option("adamw", "The optimizer.", choices=OPTIMIZERS)
     weight_decay_rate: float = option(
         0.01, "Decoupled weight decay (not applied to LayerNorm and biases).")
+    clip_norm: float = option(
+        1.0, "Gradients are scaled down to this global norm when above it (Google's 1.0); "
+        "0: no clipping.", minimum=0)
     seed: int = option(12345, "Random seed of initialisation, dropout, shuffling.")
     precision: str = option(
         "fp32", "Training compute precision (variables stay fp32). fp16 uses dynamic loss "

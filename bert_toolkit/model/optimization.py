@@ -207,6 +207,8 @@ def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
       accumulation_steps: micro-batches summed into one update.
       precision: "fp32", "bf16" or "fp16" (fp16 enables dynamic loss scaling).
       optimizer: "adamw" or "lamb".
+      clip_norm: the global norm the gradient is scaled down to when above it
+        (0: no clipping).
       tvars: variables to train (default: all trainable variables).
     Returns:
       A `TrainOp` (train_op plus float32 scalars for logging).
@@ -266,7 +268,8 @@ def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps,
         # A non-finite element makes the norm inf or NaN, so one test covers all.
         is_finite = tf.math.is_finite(gradient_norm)
         clip_ratio = tf.where(gradient_norm > clip_norm,
-                              clip_norm / tf.maximum(gradient_norm, 1e-12), 1.0)
+                              clip_norm / tf.maximum(gradient_norm, 1e-12), 1.0) \
+            if clip_norm else 1.0
         multiplier = scale * tf.where(is_finite, clip_ratio, 0.0)
         step = tf.cast(global_step + 1, tf.float32)
         # A skipped AdamW update has rate 0 and betas 1 (see _fused_adamw_update).

@@ -268,3 +268,23 @@ def test_accumulation_all_reduces_once_per_update():
     assert trained > 30
     assert reductions == [0, trained, 0, trained]
     assert step == 2
+
+
+@pytest.mark.parametrize("clip_norm, expected_first_moment", [
+    (1.0, [0.1, 0.0]), (4.0, [0.2, 0.0]), (0.0, [0.2, 0.0])])
+def test_clip_norm_scales_only_gradients_above_it(clip_norm, expected_first_moment):
+    """A gradient [2, 0] (global norm 2) reaches Adam's first moment (0.1 x the gradient
+    after one step) clipped to norm 1.0 (Google's), whole under 4.0, and whole with
+    clipping off (0)."""
+    with tf.Graph().as_default():
+        weight = tf1.get_variable("w", initializer=tf.constant([0.0, 0.0]))
+        loss = tf.reduce_sum(weight * tf.constant([2.0, 0.0]))
+        step = optimization.create_train_op(loss, 1.0, 10, 0, weight_decay_rate=0.0,
+                                            clip_norm=clip_norm)
+        moment = [v for v in tf1.global_variables() if v.name.startswith("w/adam_m")][0]
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            _, norm = session.run([step.train_op, step.gradient_norm])
+            first_moment = session.run(moment)
+    assert norm == pytest.approx(2.0)
+    np.testing.assert_allclose(first_moment, expected_first_moment, rtol=1e-5, atol=1e-7)

@@ -145,8 +145,8 @@ class DistributedBertOptions(Options):
                             "(alias --me; 0: no limit).", minimum=0)
     max_update: int = option(0, "Stop at this update (alias --mu; 0: --total_num_update).",
                              minimum=0)
-    clip_norm: float = option(25.0, "Gradient clipping threshold (this engine clips the "
-                              "global norm at 1.0, Google's; another value is said once).")
+    clip_norm: float = option(25.0, "Clip gradients to this global norm (--clip_norm; 0: "
+                              "no clipping).", minimum=0)
     update_freq: str = option("1", "Micro-batches per update (gradient accumulation).")
     lr: str = option("0.25", "Peak learning rate (alias --learning_rate).")
     min_lr: float = option(-1.0, "%s: training stops at --max_update." % _UNNEEDED)
@@ -333,9 +333,6 @@ def check_optimizer(options):
         raise InputError("--adam-betas=%s: AdamW here has betas (0.9, 0.999)"
                          % options.adam_betas)
     notes = []
-    if options.clip_norm != 1.0:
-        notes.append("--clip-norm=%g: gradients are clipped at global norm 1.0 here "
-                     "(Google's BERT)" % options.clip_norm)
     if options.adam_eps != 1e-6:
         notes.append("--adam-eps=%g: AdamW here uses epsilon 1e-6 (Google's BERT)"
                      % options.adam_eps)
@@ -402,6 +399,7 @@ def pretraining_options(options, visible_gpus):
         gradient_accumulation_steps=accumulation, learning_rate=learning_rate,
         num_train_steps=options.total_num_update, stop_at_step=stop,
         num_warmup_steps=options.warmup_updates, weight_decay_rate=options.weight_decay,
+        clip_norm=options.clip_norm,
         seed=options.seed, log_every_n_steps=options.log_interval,
         save_checkpoints_steps=options.save_interval_updates or 1000,
         use_gpu=layout.use_gpu, num_gpu_cores=layout.num_gpu_cores,
