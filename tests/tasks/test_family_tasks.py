@@ -51,6 +51,10 @@ CASES = {
     "distilbert": ("vocab.txt", dict(type_vocab_size=0)),
     "electra": ("vocab.txt", dict(embedding_size=16)),
 }
+# ALBERT's one layer runs three times, so each step moves its weights by three
+# layers' gradients: at 3e-3 the tiny model diverged on TensorFlow 2.21.
+LEARNING_RATES = {"albert": "1e-3"}
+LEARNING_RATES.update((family, "3e-3") for family in CASES if family != "albert")
 _TOKENIZER_FILES = ("vocab.txt", "vocab.json", "merges.txt", "tokenizer.json",
                     "sentencepiece.bpe.model", "spiece.model", "tokenizer_config.json")
 
@@ -386,7 +390,8 @@ def test_classifier_pairs_train_predict_and_export_without_an_in_graph_text_sign
                         "--data_dir=%s" % data_dir, "--text_a_column=sentence",
                         "--text_b_column=second", "--label_column=label",
                         *model_args(model, output_dir, "--max_seq_length=24",
-                                    "--learning_rate=3e-3", "--num_train_epochs=15",
+                                    "--learning_rate=%s" % LEARNING_RATES[family],
+                                    "--num_train_epochs=15",
                                     "--train_batch_size=8", "--do_train", "--do_eval",
                                     "--do_predict", "--save_for_serving"))
     with open(os.path.join(output_dir, "eval_results.json")) as f:
