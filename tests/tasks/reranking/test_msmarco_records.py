@@ -160,7 +160,11 @@ def test_writer_script_takes_the_converters_flags(ranking_task, tmp_path):
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 0, result.stderr[-3000:]
     for name in os.listdir(str(records)):
-        assert (tmp_path / name).read_bytes() == (records / name).read_bytes(), name
+        if name.endswith(".tf"):  # records: a map's serialised order may differ
+            assert read_raw_records(str(tmp_path / name)) == \
+                read_raw_records(str(records / name)), name
+        else:
+            assert (tmp_path / name).read_bytes() == (records / name).read_bytes(), name
     result = script_runs.run(
         [os.path.join(REPO, "bench", "write_dl4marco_records.py"),
          "--output_folder=%s" % tmp_path, "--vocab_file=%s" % model["vocab_file"],
