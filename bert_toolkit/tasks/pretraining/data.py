@@ -93,6 +93,15 @@ def _below(n, rng):
     return int(rng.random() * n)
 
 
+def _target_length(max_num_tokens, short_seq_prob, rng):
+    """The tokens an instance aims for: max_num_tokens, or with probability
+    short_seq_prob a shorter length drawn from 2 to max_num_tokens (the original's
+    short sequences)."""
+    if rng.random() < short_seq_prob:
+        return 2 + _below(max_num_tokens - 1, rng)
+    return max_num_tokens
+
+
 def split_random_next(document_index, num_documents, rng):
     """Index of another document, uniformly among the others (itself if alone)."""
     if num_documents < 2:
@@ -135,9 +144,7 @@ def segment_pairs(documents, document_index, max_num_tokens, short_seq_prob, rng
     """
     bounds = documents[document_index]
     num_sentences = len(bounds) - 1
-    target_length = max_num_tokens
-    if rng.random() < short_seq_prob:
-        target_length = 2 + _below(max_num_tokens - 1, rng)
+    target_length = _target_length(max_num_tokens, short_seq_prob, rng)
     pairs = []
     first = 0
     while first < num_sentences:
@@ -183,9 +190,7 @@ def segment_singles(documents, document_index, max_num_tokens, short_seq_prob, r
     """
     bounds = documents[document_index]
     num_sentences = len(bounds) - 1
-    target_length = max_num_tokens
-    if rng.random() < short_seq_prob:
-        target_length = 2 + _below(max_num_tokens - 1, rng)
+    target_length = _target_length(max_num_tokens, short_seq_prob, rng)
     segments = []
     first = 0
     while first < num_sentences:

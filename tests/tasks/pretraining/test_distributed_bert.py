@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 from absl import flags as absl_flags
 from test_hdf5_shards import PRED, SEQ, assert_one_line_error, make_data, write_corpus
+from test_pretraining import wait_all
 
 from bert_toolkit.cli import distributed_bert as cli
 from bert_toolkit.cli import flags as cli_flags
@@ -242,19 +243,6 @@ def start_nodes(corpus, ranks, port, save, log_prefix, **kwargs):
                               env=env, stdout=log, stderr=log, append=True)
             for rank, log in zip(ranks, logs)], logs
 
-
-def wait_all(procs, timeout):
-    deadline = time.time() + timeout
-    codes = []
-    try:
-        for proc in procs:
-            codes.append(proc.wait(max(1, deadline - time.time())))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return codes
 
 
 def test_a_partner_that_never_starts_ends_the_other_in_one_line(corpus, tmp_path):
