@@ -495,9 +495,12 @@ def embedding_postprocessor(input_tensor, use_token_type=False, token_type_ids=N
                             use_position_embeddings=True,
                             position_embedding_name="position_embeddings",
                             initializer_range=0.02, max_position_embeddings=512,
-                            dropout_prob=0.1, output_dtype=None):
+                            dropout_prob=0.1, output_dtype=None, position_offset=0,
+                            layer_norm_eps=1e-12):
     """Adds token-type and position embeddings, then layer norm and dropout (Google's
-    signature and variables; `output_dtype` is ours: the compute dtype of the result).
+    signature and variables; ours: `output_dtype`, the compute dtype of the result,
+    and the family pieces `position_offset`, the table row of the first position,
+    and `layer_norm_eps`).
 
     Args:
       input_tensor: float32 [batch, seq, width] word embeddings.
@@ -514,13 +517,18 @@ def embedding_postprocessor(input_tensor, use_token_type=False, token_type_ids=N
                                       initializer=init)
         output += tf.gather(type_table, token_type_ids)
     if use_position_embeddings:
-        if isinstance(seq_length, int) and seq_length > max_position_embeddings:
+        if isinstance(seq_length, int) and \
+                seq_length > max_position_embeddings - position_offset:
             raise InputError("sequence length %d exceeds the model's max_position_embeddings "
-                             "%d" % (seq_length, max_position_embeddings))
+                             "%d (%d positions from row %d)"
+                             % (seq_length, max_position_embeddings,
+                                max_position_embeddings - position_offset, position_offset))
         position_table = tf1.get_variable(position_embedding_name,
                                           [max_position_embeddings, width], initializer=init)
-        output += tf.slice(position_table, [0, 0], [seq_length, -1])[tf.newaxis]
-    return dropout(layer_norm(output, output_dtype=output_dtype), dropout_prob)
+        output += tf.slice(position_table, [position_offset, 0],
+                           [seq_length, -1])[tf.newaxis]
+    return dropout(layer_norm(output, epsilon=layer_norm_eps, output_dtype=output_dtype),
+                   dropout_prob)
 
 
 def embedding_layer(config, input_ids, token_type_ids, is_training,
@@ -536,31 +544,18 @@ def embedding_layer(config, input_ids, token_type_ids, is_training,
       (embeddings [batch, seq, hidden] in compute_dtype, word embedding table
       [vocab, embedding_width] float32).
     """
-    dropout_prob = config.hidden_dropout_prob if is_training else 0.0
     width = config.embedding_width
     with tf1.variable_scope("embeddings"):
         words, word_table = embedding_lookup(
             input_ids, config.vocab_size, width, config.initializer_range,
             "word_embeddings", use_one_hot_embeddings)
-        output = words
-        if config.type_vocab_size:
-            type_table = tf1.get_variable(
-                "token_type_embeddings", [config.type_vocab_size, width],
-                initializer=create_initializer(config.initializer_range))
-            output += tf.gather(type_table, token_type_ids)
-        seq_length = get_shape_list(words, expected_rank=3)[1]
-        if isinstance(seq_length, int) and seq_length > config.max_sequence_length:
-            raise InputError("sequence length %d exceeds the model's max_position_embeddings "
-                             "%d (%d positions from row %d)"
-                             % (seq_length, config.max_position_embeddings,
-                                config.max_sequence_length, config.family.position_offset))
-        position_table = tf1.get_variable(
-            "position_embeddings", [config.max_position_embeddings, width],
-            initializer=create_initializer(config.initializer_range))
-        output += tf.slice(position_table, [config.family.position_offset, 0],
-                           [seq_length, -1])[tf.newaxis]
-        output = dropout(layer_norm(output, epsilon=config.layer_norm_eps,
-                                    output_dtype=compute_dtype), dropout_prob)
+        output = embedding_postprocessor(
+            words, config.type_vocab_size > 0, token_type_ids, config.type_vocab_size,
+            "token_type_embeddings", True, "position_embeddings", config.initializer_range,
+            config.max_position_embeddings,
+            config.hidden_dropout_prob if is_training else 0.0, output_dtype=compute_dtype,
+            position_offset=config.family.position_offset,
+            layer_norm_eps=config.layer_norm_eps)
     if config.embedding_size:
         shape = get_shape_list(output, expected_rank=3)
         projected = dense(tf.reshape(output, [-1, width]), config.hidden_size,
