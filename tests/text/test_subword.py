@@ -22,6 +22,7 @@ import struct
 
 import numpy as np
 import pytest
+from test_tokenization import original_truncation
 
 from bert_toolkit import errors, families
 from bert_toolkit.text import sentencepiece_model, subword, tokenization
@@ -190,15 +191,6 @@ def test_rows_of_a_pair_and_a_single_text():
     assert list(segments[0][:n]) == [0] * (len(a) + 2) + [1] * (len(b) + 1)
     assert not ids[0][n:].any()  # <pad> is 0
 
-
-def original_truncation(len_a, len_b, budget):
-    """run_classifier's _truncate_seq_pair, on lengths."""
-    while len_a + len_b > budget:
-        if len_a > len_b:
-            len_a -= 1
-        else:
-            len_b -= 1
-    return len_a, len_b
 
 
 def long_texts(seed, count=12):
