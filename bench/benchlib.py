@@ -80,6 +80,26 @@ CONFIGS = {
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                         max_position_embeddings=512, type_vocab_size=2,
                         initializer_range=0.02, model_family="albert", embedding_size=128),
+    # microsoft/deberta-v3-base: relative positions in 256 log buckets, no position or
+    # token-type table; the 128,100-word SentencePiece vocabulary.
+    "deberta-v3-base": dict(vocab_size=128100, hidden_size=768, num_hidden_layers=12,
+                            num_attention_heads=12, intermediate_size=3072,
+                            hidden_act="gelu_exact", hidden_dropout_prob=0.1,
+                            attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+                            type_vocab_size=0, initializer_range=0.02,
+                            model_family="deberta-v2", layer_norm_eps=1e-7,
+                            position_buckets=256, max_relative_positions=-1),
+    # answerdotai/ModernBERT-base: 22 pre-norm layers, every third global, the others
+    # attending within 128 tokens; no dropout.
+    "modernbert-base": dict(vocab_size=50368, hidden_size=768, num_hidden_layers=22,
+                            num_attention_heads=12, intermediate_size=1152,
+                            hidden_act="gelu_exact", hidden_dropout_prob=0.0,
+                            attention_probs_dropout_prob=0.0, max_position_embeddings=8192,
+                            type_vocab_size=0, initializer_range=0.02,
+                            model_family="modernbert", layer_norm_eps=1e-5,
+                            local_attention=128, global_attn_every_n_layers=3,
+                            global_rope_theta=160000.0, local_rope_theta=10000.0,
+                            classifier_pooling="mean"),
     # For the smoke test: builds and runs in a second.
     "tiny": dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                  intermediate_size=64, hidden_act="gelu_exact", hidden_dropout_prob=0.1,

@@ -40,6 +40,10 @@ _HF_CLASSES = {
     "distilbert": ("DistilBertConfig", "DistilBertForSequenceClassification",
                    "DistilBertForMaskedLM"),
     "albert": ("AlbertConfig", "AlbertForSequenceClassification", "AlbertForPreTraining"),
+    "deberta-v2": ("DebertaV2Config", "DebertaV2ForSequenceClassification",
+                   "DebertaV2ForMaskedLM"),
+    "modernbert": ("ModernBertConfig", "ModernBertForSequenceClassification",
+                   "ModernBertForMaskedLM"),
 }
 
 
@@ -54,6 +58,21 @@ def hf_config_fields(fields):
                     dropout=fields["hidden_dropout_prob"],
                     attention_dropout=fields["attention_probs_dropout_prob"],
                     max_position_embeddings=fields["max_position_embeddings"])
+    if family == "modernbert":
+        return dict(vocab_size=fields["vocab_size"], hidden_size=fields["hidden_size"],
+                    num_hidden_layers=fields["num_hidden_layers"],
+                    num_attention_heads=fields["num_attention_heads"],
+                    intermediate_size=fields["intermediate_size"], hidden_activation=act,
+                    max_position_embeddings=fields["max_position_embeddings"],
+                    norm_eps=fields["layer_norm_eps"],
+                    attention_dropout=fields["attention_probs_dropout_prob"],
+                    mlp_dropout=fields["hidden_dropout_prob"],
+                    embedding_dropout=fields["hidden_dropout_prob"],
+                    local_attention=fields["local_attention"],
+                    global_attn_every_n_layers=fields["global_attn_every_n_layers"],
+                    global_rope_theta=fields["global_rope_theta"],
+                    local_rope_theta=fields["local_rope_theta"],
+                    classifier_pooling=fields["classifier_pooling"])
     kwargs = dict(
         vocab_size=fields["vocab_size"], hidden_size=fields["hidden_size"],
         num_hidden_layers=fields["num_hidden_layers"],
@@ -66,6 +85,15 @@ def hf_config_fields(fields):
         layer_norm_eps=fields.get("layer_norm_eps", 1e-12))
     if fields.get("embedding_size"):
         kwargs["embedding_size"] = fields["embedding_size"]
+    if family == "deberta-v2":
+        # DeBERTa-v3's attention: relative positions only, both extra terms, one
+        # key projection for content and positions, the table layer-normed.
+        kwargs.update(relative_attention=True, position_biased_input=False,
+                      pos_att_type=["p2c", "c2p"], share_att_key=True,
+                      norm_rel_ebd="layer_norm",
+                      position_buckets=fields["position_buckets"],
+                      max_relative_positions=fields["max_relative_positions"],
+                      pooler_hidden_act=act)
     return kwargs
 
 
@@ -82,12 +110,12 @@ def make_model(config_name, num_labels=2, pretraining=False):
 
 
 def input_filter(model):
-    """A function that fits a batch to `model`'s forward: DistilBERT takes no token
-    types, the masked-LM models no next-sentence label, ALBERT names it
+    """A function that fits a batch to `model`'s forward: DistilBERT and ModernBERT
+    take no token types, the masked-LM models no next-sentence label, ALBERT names it
     sentence_order_label."""
     name = type(model).__name__
     drop = set()
-    if model.config.model_type == "distilbert":
+    if model.config.model_type in ("distilbert", "modernbert"):
         drop.add("token_type_ids")
     if name.endswith("ForMaskedLM"):
         drop.add("next_sentence_label")

@@ -1,5 +1,5 @@
-"""What this machine offers a process: its cores, its CPU, and a cache of what was
-measured on it. No TensorFlow.
+"""What this machine offers a process: its cores, its CPU, its peak memory, and a
+cache of what was measured on it. No TensorFlow.
 
 A measurement that depends on the machine (the matmul rates `--precision=auto`
 decides by) is kept in the toolkit's cache folder under a key naming the CPU,
@@ -47,6 +47,25 @@ def cpu_description(cpuinfo_path="/proc/cpuinfo"):
     except OSError:
         pass
     return model or platform.processor() or "unknown CPU", sorted(set(flags))
+
+
+def peak_memory_bytes(status_path="/proc/self/status"):
+    """The most memory this process has held resident (its high-water mark), in
+    bytes: VmHWM of /proc/self/status (Linux); elsewhere getrusage's ru_maxrss
+    (bytes on macOS); None where neither exists (Windows)."""
+    try:
+        with open(status_path, encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # "VmHWM:  123456 kB"
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak * 1024 if platform.system() == "Linux" else peak  # Linux counts kB
 
 
 def cpu_supports_bf16():

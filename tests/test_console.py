@@ -107,3 +107,8 @@ def test_short_training_shows_progress_and_a_final_line_and_no_chatter(tmp_path,
         assert chatter not in result.stderr
     assert len(lines) < 25, result.stderr
     print(result.stderr)
+
+
+def test_a_rate_below_one_a_second_keeps_three_digits():
+    line = console.progress_line("step", 2, 2, 0.0117, "examples", 85.0, 0.0)
+    assert line.startswith("step 2/2 (100%), 0.0117 examples/s, 1 min 25 s elapsed")

@@ -95,3 +95,12 @@ def test_concurrent_writers_never_leave_a_torn_record(tmp_path):
     assert [w.wait() for w in writers] == [0, 0, 0]
     assert len(list((tmp_path / "machine").glob("rates-*.json"))) == 1
     assert not list((tmp_path / "machine").glob("*.partial-*"))
+
+
+def test_peak_memory_is_the_resident_high_water_mark(tmp_path):
+    """VmHWM of /proc/self/status in bytes; without that file, getrusage's figure."""
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmPeak:\t  900000 kB\nVmHWM:\t  123456 kB\n")
+    assert system.peak_memory_bytes(str(status)) == 123456 * 1024
+    fallback = system.peak_memory_bytes(str(tmp_path / "missing"))
+    assert fallback is None or fallback > 10 * 2 ** 20  # this process holds more than 10 MB

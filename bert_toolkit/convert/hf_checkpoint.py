@@ -5,10 +5,11 @@
 
 The input is a folder as the Hub has it, of any family of
 bert_toolkit/families.py (config.json's `model_type`: bert, roberta,
-xlm-roberta, electra, distilbert, albert): config.json, the weights as
+xlm-roberta, electra, distilbert, albert, deberta-v2, ...): config.json, the weights as
 model.safetensors or pytorch_model.bin (or sharded: *.index.json plus the
 shards) and the family's tokenizer files (vocab.txt; tokenizer.json; vocab.json
-+ merges.txt; sentencepiece.bpe.model; spiece.model), whichever are there.
++ merges.txt; sentencepiece.bpe.model; spiece.model; DeBERTa-v3's spm.model),
+whichever are there.
 --hf_dir may also be a Hub model id (hub.py) or a folder of Google's own
 ELECTRA or ALBERT release (google_checkpoints.py). The output folder gets what
 Google released for each BERT:
@@ -299,7 +300,31 @@ def _layer_norm_specs(google_path, hf_path, size, group):
             TensorSpec(google_path + "/beta", (size,), hf_path + ".bias", False, group)]
 
 
+def _relative_embedding_specs(bert_config, width):
+    """DeBERTa's embeddings (modeling.relative_embedding_shapes): the word table,
+    embed_proj (no bias) where embedding_size narrows it, the layer norm at the hidden
+    width, and the encoder's relative-position table with its layer norm."""
+    from bert_toolkit.model import relative_attention  # TensorFlow: as check_fits_graph
+    hidden = bert_config["hidden_size"]
+    span = relative_attention.attention_span(bert_config["position_buckets"],
+                                             bert_config["max_relative_positions"],
+                                             bert_config["max_position_embeddings"])
+    specs = [TensorSpec("bert/embeddings/word_embeddings", (bert_config["vocab_size"], width),
+                        "embeddings.word_embeddings.weight", False, BACKBONE)]
+    if bert_config.get("embedding_size"):
+        specs.append(TensorSpec("bert/embeddings_project/kernel", (width, hidden),
+                                "embeddings.embed_proj.weight", True, BACKBONE))
+    specs += _layer_norm_specs("bert/embeddings/LayerNorm", "embeddings.LayerNorm", hidden,
+                               BACKBONE)
+    specs.append(TensorSpec("bert/encoder/rel_embeddings", (2 * span, hidden),
+                            "encoder.rel_embeddings.weight", False, BACKBONE))
+    return specs + _layer_norm_specs("bert/encoder/rel_embeddings_LayerNorm",
+                                     "encoder.LayerNorm", hidden, BACKBONE)
+
+
 def _embedding_specs(bert_config, naming, width):
+    if naming.family.positions == "relative":
+        return _relative_embedding_specs(bert_config, width)
     hidden = bert_config["hidden_size"]
     specs = [TensorSpec("bert/embeddings/word_embeddings", (bert_config["vocab_size"], width),
                         "embeddings.word_embeddings.weight", False, BACKBONE)]
@@ -364,6 +389,53 @@ def _head_specs(bert_config, naming, width, num_labels):
     return specs
 
 
+def _kernel_spec(google_path, hf_path, in_size, out_size, group):
+    """A bias-free Linear: weight [out, in] -> kernel [in, out]."""
+    return TensorSpec(google_path + "/kernel", (in_size, out_size), hf_path + ".weight", True,
+                      group)
+
+
+def _gamma_spec(google_path, hf_path, size, group):
+    """A LayerNorm without bias: weight -> gamma."""
+    return TensorSpec(google_path + "/gamma", (size,), hf_path + ".weight", False, group)
+
+
+def _pre_norm_specs(bert_config, num_labels):
+    """tensor_specs of ModernBERT (modeling.pre_norm_variable_shapes): its `head` is the
+    masked-LM transform, or with num_labels the classifier's pooler."""
+    h, i, vocab = (bert_config["hidden_size"], bert_config["intermediate_size"],
+                   bert_config["vocab_size"])
+    specs = [TensorSpec("bert/embeddings/word_embeddings", (vocab, h),
+                        "embeddings.tok_embeddings.weight", False, BACKBONE),
+             _gamma_spec("bert/embeddings/LayerNorm", "embeddings.norm", h, BACKBONE)]
+    for n in range(bert_config["num_hidden_layers"]):
+        ours, theirs = "bert/encoder/layer_%d/" % n, "layers.%d." % n
+        if n:  # layer 0's attn_norm is an Identity
+            specs.append(_gamma_spec(ours + "attention/LayerNorm", theirs + "attn_norm", h,
+                                     BACKBONE))
+        specs += [_kernel_spec(ours + "attention/self/qkv", theirs + "attn.Wqkv", h, 3 * h,
+                               BACKBONE),
+                  _kernel_spec(ours + "attention/output/dense", theirs + "attn.Wo", h, h,
+                               BACKBONE),
+                  _gamma_spec(ours + "intermediate/LayerNorm", theirs + "mlp_norm", h,
+                              BACKBONE),
+                  _kernel_spec(ours + "intermediate/dense", theirs + "mlp.Wi", h, 2 * i,
+                               BACKBONE),
+                  _kernel_spec(ours + "output/dense", theirs + "mlp.Wo", i, h, BACKBONE)]
+    specs.append(_gamma_spec("bert/encoder/final_LayerNorm", "final_norm", h, BACKBONE))
+    if num_labels:
+        return specs + [
+            _kernel_spec("bert/pooler/dense", "head.dense", h, h, CLASSIFIER),
+            _gamma_spec("bert/pooler/LayerNorm", "head.norm", h, CLASSIFIER),
+            TensorSpec("output_weights", (num_labels, h), "classifier.weight", False,
+                       CLASSIFIER),
+            TensorSpec("output_bias", (num_labels,), "classifier.bias", False, CLASSIFIER)]
+    return specs + [
+        _kernel_spec("cls/predictions/transform/dense", "head.dense", h, h, MLM_HEAD),
+        _gamma_spec("cls/predictions/transform/LayerNorm", "head.norm", h, MLM_HEAD),
+        TensorSpec("cls/predictions/output_bias", (vocab,), "decoder.bias", False, MLM_HEAD)]
+
+
 def tensor_specs(bert_config, num_labels=None):
     """Every variable a Google checkpoint of `bert_config` (dict) may hold, in order, with
     the Hugging Face keys of its family (`model_family`, BERT when absent).
@@ -371,6 +443,8 @@ def tensor_specs(bert_config, num_labels=None):
     num_labels: the labels of a ...ForSequenceClassification head to map as well.
     """
     naming = hf_families.naming(bert_config.get("model_family"))
+    if naming.family.pre_norm:
+        return _pre_norm_specs(bert_config, num_labels)
     width = bert_config.get("embedding_size") or bert_config["hidden_size"]
     specs = _embedding_specs(bert_config, naming, width)
     layers = 1 if naming.family.shares_layers else bert_config["num_hidden_layers"]
@@ -392,6 +466,10 @@ def candidate_hf_keys(spec, naming=hf_families.NAMINGS["bert"]):
                     .replace(".LayerNorm.bias", ".LayerNorm.beta"))
     if spec.name == "cls/predictions/output_bias":
         keys += list(naming.mlm.biases[1:])  # the same tied parameter
+    if spec.group == MLM_HEAD:
+        for ours, theirs in hf_families.MLM_SPELLINGS.get(naming.family.name, ()):
+            if spec.hf_key.startswith(ours):
+                keys.append(theirs + spec.hf_key[len(ours):])
     if spec.group in _BASE_GROUPS:
         keys += [naming.prefix + key for key in keys]  # the For* models nest the base model
     return list(collections.OrderedDict.fromkeys(keys))
@@ -472,6 +550,10 @@ def hf_state_to_google_variables(state, bert_config, source="the weights file",
     """
     naming = hf_families.naming(bert_config.get("model_family"))
     specs = tensor_specs(bert_config, num_labels)
+    if naming.family.pre_norm and naming.mlm.biases[0] not in state:
+        # ModernBERT's token and span classes have a `head` too, but no decoder: their
+        # head is left out with them, not taken for a masked-LM head.
+        specs = [spec for spec in specs if spec.group != MLM_HEAD]
     found, origin, hit_indices = collections.OrderedDict(), {}, set()
     used_keys = _dropped_keys(naming)
     for index, spec in enumerate(specs):
@@ -662,6 +744,8 @@ def _check_tokenizer(folder, names, family, vocab_size, config_source):
         tokenizer = tokenization.load_tokenizer(os.path.join(folder, vocab_file), None, family)
     except ImportError:
         return  # a version without the subword tokenizers: the tasks will say so
+    if family.positions == "relative" and len(tokenizer.vocab) <= vocab_size:
+        return  # DeBERTa-v3's table has rows no id reaches (128100 for 128001 ids)
     if len(tokenizer.vocab) != vocab_size:
         raise InputError("%s: %d tokens, but %s has vocab_size %d"
                          % (os.path.join(folder, vocab_file), len(tokenizer.vocab),
@@ -690,7 +774,7 @@ def _sequence_labels(state, hf_config, naming):
     return int(weight.shape[0])
 
 
-def _classifier_note(hf_config, num_labels):
+def _classifier_note(hf_config, num_labels, pooler="its dense layer as bert/pooler/dense"):
     labels = hf_config.get("id2label")
     named = ""
     if isinstance(labels, dict) and len(labels) == num_labels:
@@ -699,16 +783,18 @@ def _classifier_note(hf_config, num_labels):
         except (TypeError, ValueError):
             named = ""
     return ("kept the sequence classifier (%d labels%s) as output_weights/output_bias and "
-            "its dense layer as bert/pooler/dense: fine-tuning with the same labels in this "
-            "order continues from it, and a prediction run uses it as it is"
-            % (num_labels, named))
+            "%s: fine-tuning with the same labels in this order continues from it, and a "
+            "prediction run uses it as it is" % (num_labels, named, pooler))
 
 
 def _family_notes(hf_config, family, naming, bert_config, variables, ignored):
     """The summary's notes on what a non-BERT conversion kept, left out or changed."""
     notes = hf_families.config_notes(hf_config, family)
     if "output_weights" in variables:
-        notes.append(_classifier_note(hf_config, variables["output_weights"].shape[0]))
+        pooler = {} if not family.pre_norm else {  # ModernBERT's `head`
+            "pooler": "its head (dense and norm) as bert/pooler/"}
+        notes.append(_classifier_note(hf_config, variables["output_weights"].shape[0],
+                                      **pooler))
     for prefix in hf_families.KNOWN_EXTRA_HEADS.get(family.name, ()):
         if any(key.startswith(prefix) for key in ignored):
             notes.append("%s*: the replaced-token detection head of ElectraForPreTraining "

@@ -255,7 +255,9 @@ def hf_tensors(model, read):
                 _has_base_pooler(naming, role) and has_pooler):
             continue  # the class has none, or the checkpoint (a converted one) none
         tensors[prefix + spec.hf_key] = _hf_layout(read(spec.name), spec.transpose)
-    if role == SEQUENCE_CLASSIFICATION:
+    if naming.family.pre_norm:
+        tensors.update(_pre_norm_head_tensors(role, read))
+    elif role == SEQUENCE_CLASSIFICATION:
         classifier = naming.classifier or hf_families.ClassifierNames(None, "classifier")
         if classifier.dense:
             tensors[classifier.dense + ".weight"] = _hf_layout(read(_POOLER[0]), True)
@@ -270,6 +272,32 @@ def hf_tensors(model, read):
         tensors["qa_outputs.weight"] = read(_SQUAD_WEIGHTS)
         tensors["qa_outputs.bias"] = read("cls/squad/output_bias")
     return tensors
+
+
+def _pre_norm_head_tensors(role, read):
+    """ModernBERT's task heads: every ModernBertFor...Classification and
+    ...QuestionAnswering puts `head` (our pooler's dense kernel and norm, which the
+    token and span heads here apply to every token) before `classifier`."""
+    outputs = {SEQUENCE_CLASSIFICATION: "output_", TOKEN_CLASSIFICATION: "output_",
+               QUESTION_ANSWERING: "cls/squad/output_"}.get(role)
+    if outputs is None:
+        return {}
+    return {"head.dense.weight": _hf_layout(read("bert/pooler/dense/kernel"), True),
+            "head.norm.weight": read("bert/pooler/LayerNorm/gamma"),
+            # Our [labels, hidden] is a Linear's [out, in] as it stands.
+            "classifier.weight": read(outputs + "weights"),
+            "classifier.bias": read(outputs + "bias")}
+
+
+def _special_token_ids(model):
+    """ModernBERT's config.json token ids, from the run's tokenizer (the class defaults
+    are ModernBERT-base's 50281..., beyond a smaller vocabulary)."""
+    from bert_toolkit.text import tokenization
+    tokenizer = tokenization.load_tokenizer(model.vocab_file, None, families.get(model.family))
+    names, vocab = tokenizer.special_tokens, tokenizer.vocab
+    return {"pad_token_id": vocab[names.pad], "cls_token_id": vocab[names.cls],
+            "bos_token_id": vocab[names.cls], "sep_token_id": vocab[names.sep],
+            "eos_token_id": vocab[names.sep]}
 
 
 def _hf_layout(array, transpose):
@@ -300,6 +328,8 @@ def hf_config(model):
     if family.name != "bert":
         config = hf_families.hf_config_fields(bert, family, _ACTIVATIONS[act])
         config["architectures"] = architectures
+        if family.name == "modernbert":
+            config.update(_special_token_ids(model))
         return _labels_and_problem(config, model)
     config = {"model_type": "bert", "architectures": architectures,
               "vocab_size": bert["vocab_size"], "hidden_size": bert["hidden_size"],
@@ -354,6 +384,11 @@ _LOCAL_TOKENIZER_KEYS = ("is_local", "local_files_only", "name_or_path", "tokeni
                          "auto_map", "vocab_file", "merges_file")
 
 
+# The name each family's tokenizer class looks for its SentencePiece model under
+# (its VOCAB_FILES_NAMES); ALBERT's spiece.model for the others.
+_SPM_NAMES = {"xlm-roberta": "sentencepiece.bpe.model", "deberta-v2": "spm.model"}
+
+
 def subword_tokenizer_files(model):
     """(name -> text, name -> source path to copy) of a BPE or SentencePiece family's
     tokenizer: the files of the run's tokenizer copied unchanged (a .model under the
@@ -367,7 +402,7 @@ def subword_tokenizer_files(model):
     for path in tokenizer.files():
         name = os.path.basename(path)
         if name.endswith(".model"):
-            name = "sentencepiece.bpe.model" if family.name == "xlm-roberta" else "spiece.model"
+            name = _SPM_NAMES.get(family.name, "spiece.model")
         copies.setdefault(name, path)
     texts = {}
     if "tokenizer.json" not in copies:
@@ -385,6 +420,10 @@ def subword_tokenizer_files(model):
                   model_max_length=model.max_seq_length, split_special_tokens=True)
     if family.name == "albert":
         config["do_lower_case"] = tokenizer.do_lower_case
+    if family.name == "modernbert":
+        # No token types: transformers' fast tokenizer would otherwise hand the model
+        # token_type_ids, which ModernBERT's classes do not take.
+        config["model_input_names"] = ["input_ids", "attention_mask"]
     if family.has_token_types and family.pair_layout == "bert":
         # ALBERT's second text is segment 1 here, as in Google's ALBERT; transformers
         # 5's AlbertTokenizer returns no token_type_ids unless told to, and its model

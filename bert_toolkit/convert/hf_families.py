@@ -85,6 +85,11 @@ _ALBERT_LAYER = (
     ("output/dense", "ffn_output", "dense"),
     ("output/LayerNorm", "full_layer_layer_norm", "norm"),
 )
+_DEBERTA_LAYER = (
+    ("attention/self/query", "attention.self.query_proj", "dense"),
+    ("attention/self/key", "attention.self.key_proj", "dense"),
+    ("attention/self/value", "attention.self.value_proj", "dense"),
+) + _BERT_LAYER[3:]
 
 _ROBERTA_MLM = MlmNames("lm_head.dense", "lm_head.layer_norm",
                         ("lm_head.bias", "lm_head.decoder.bias"), "lm_head.decoder.weight",
@@ -134,7 +139,36 @@ NAMINGS = collections.OrderedDict((naming.family.name, naming) for naming in (
            "sop_classifier.classifier", ClassifierNames(None, "classifier"),
            ("albert.", "embeddings.", "encoder.", "pooler.", "predictions.",
             "sop_classifier."), "ForPreTraining"),
+    # ModernBERT (and mmBERT): no per-part layer table (its layer is its own: the
+    # converter's _pre_norm_specs); `head` is the MLM transform of ModernBertForMaskedLM
+    # and the pooler (dense + GELU + norm) of its classifiers.
+    Naming(families.get("modernbert"), "ModernBert", "model.", "layers.%d.", (), None, None,
+           MlmNames("head.dense", "head.norm", ("decoder.bias",), "decoder.weight",
+                    "gelu_exact"),
+           None, ClassifierNames("head.dense", "classifier"),
+           ("model.", "embeddings.", "layers.", "final_norm.", "decoder."), "ForMaskedLM"),
+    # DeBERTa-v3 and mDeBERTa-v3 (model_type deberta-v2): BERT's layer with *_proj
+    # names; embeddings.embed_proj (no bias) and the relative-position table
+    # (encoder.rel_embeddings, encoder.LayerNorm) are the converter's
+    # _relative_embedding_specs; the masked-LM head is DebertaV2ForMaskedLM's legacy
+    # one (cls.predictions, which it saves and loads), read from the newer spelling
+    # too (MLM_SPELLINGS); the classifier's ContextPooler is pooler.dense.
+    Naming(families.get("deberta-v2"), "DebertaV2", "deberta.", "encoder.layer.%d.",
+           _DEBERTA_LAYER, None, None,
+           MlmNames("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+                    ("cls.predictions.bias", "cls.predictions.decoder.bias"),
+                    "cls.predictions.decoder.weight", None),
+           None, ClassifierNames("pooler.dense", "classifier"),
+           ("deberta.", "embeddings.", "encoder.", "cls.", "lm_predictions."), "ForMaskedLM"),
 ))
+
+# Other spellings of a family's masked-LM head in the files it comes in: (ours, theirs)
+# key prefixes. microsoft/deberta-v3-* hold DeBERTa's own lm_predictions.lm_head (the
+# transform at the hidden width and the bias; its decoder is the word table).
+MLM_SPELLINGS = {
+    "deberta-v2": (("cls.predictions.transform.", "lm_predictions.lm_head."),
+                   ("cls.predictions.bias", "lm_predictions.lm_head.bias")),
+}
 
 # Left out on purpose, and said so: heads with no place in Google's layout.
 KNOWN_EXTRA_HEADS = {
@@ -177,6 +211,9 @@ _CLASS_DEFAULTS = {
     "albert": dict(hidden_act="gelu_new", hidden_dropout_prob=0.0,
                    attention_probs_dropout_prob=0.0, initializer_range=0.02,
                    layer_norm_eps=1e-12),
+    "deberta-v2": dict(hidden_act="gelu", hidden_dropout_prob=0.1,
+                       attention_probs_dropout_prob=0.1, initializer_range=0.02,
+                       layer_norm_eps=1e-7),
 }
 _CLASS_DEFAULTS["xlm-roberta"] = _CLASS_DEFAULTS["roberta"]
 
@@ -229,6 +266,55 @@ def _check_family_specifics(hf_config, family, source):
             if hf_config.get(key, 1) != 1:
                 raise InputError("%s: %r is %r; only ALBERT's one shared layer (1) can be "
                                  "converted" % (source, key, hf_config[key]))
+    if family.positions == "relative":
+        _check_deberta(hf_config, source)
+
+
+# DeBERTa-v3's settings (config.json key, what it must be, its class default, the
+# words for "what it must be"): the one graph has these and no others.
+_DEBERTA_SETTINGS = (
+    ("relative_attention", True, False, "true (relative positions)"),
+    ("position_biased_input", False, True, "false (no position table)"),
+    ("share_att_key", True, False, "true (positions through the layer's query and key)"),
+    ("conv_kernel_size", 0, 0, "0 (no convolution layer, as DeBERTa-v2's)"),
+    ("type_vocab_size", 0, 0, "0 (no token types)"),
+)
+
+
+def _check_deberta(hf_config, source):
+    """One line for a DeBERTa config.json setting the graph does not have (DeBERTa-v2's
+    convolution, absolute positions, separate position projections, other attention
+    terms, another norm of the position table, another pooler)."""
+    for key, wanted, default, words in _DEBERTA_SETTINGS:
+        value = hf_config.get(key, default)
+        if value != wanted and not (wanted == 0 and value in (None, False)):
+            raise InputError("%s: %r is %r; only %s can be converted (DeBERTa-v3's)"
+                             % (source, key, value, words))
+    terms = hf_config.get("pos_att_type") or []
+    if isinstance(terms, str):
+        terms = [term.strip() for term in terms.lower().split("|")]
+    if sorted(terms) != ["c2p", "p2c"]:
+        raise InputError("%s: 'pos_att_type' is %r; only both terms, [\"p2c\", \"c2p\"], can "
+                         "be converted (DeBERTa-v3's)" % (source, hf_config.get("pos_att_type")))
+    norms = [x.strip() for x in str(hf_config.get("norm_rel_ebd", "none")).lower().split("|")]
+    if norms != ["layer_norm"]:
+        raise InputError("%s: 'norm_rel_ebd' is %r; only 'layer_norm' can be converted "
+                         "(DeBERTa-v3's)" % (source, hf_config.get("norm_rel_ebd", "none")))
+    for key in ("position_buckets", "max_relative_positions"):
+        if not _is_int(hf_config.get(key, -1)):
+            raise InputError("%s: %r must be an integer, got %r" % (source, key, hf_config[key]))
+    if hf_config.get("pooler_hidden_act", "gelu") not in ("gelu", "gelu_python"):
+        raise InputError("%s: 'pooler_hidden_act' is %r; only 'gelu' (the exact GELU, "
+                         "DeBERTa-v3's) can be converted"
+                         % (source, hf_config["pooler_hidden_act"]))
+    for key in ("pooler_hidden_size", "attention_head_size"):
+        expected = hf_config.get("hidden_size") if key == "pooler_hidden_size" else (
+            hf_config.get("hidden_size", 0) // max(hf_config.get("num_attention_heads", 1), 1))
+        if hf_config.get(key, expected) != expected:
+            raise InputError("%s: %r is %r; only %r (hidden_size%s) can be converted"
+                             % (source, key, hf_config[key], expected,
+                                "" if key == "pooler_hidden_size"
+                                else " / num_attention_heads"))
 
 
 def bert_config_from_hf(hf_config, family, activations, source="config.json"):
@@ -239,6 +325,8 @@ def bert_config_from_hf(hf_config, family, activations, source="config.json"):
     where they are not BERT's defaults (as modeling.BertConfig.to_dict writes them).
     """
     name = family.name
+    if name == "modernbert":
+        return modernbert_config_from_hf(hf_config, activations, source)
     fields = {}
     for ours in _SHAPE_FIELDS:
         fields[ours] = _positive_int(hf_config, _field(name, ours), source)
@@ -280,11 +368,27 @@ def bert_config_from_hf(hf_config, family, activations, source="config.json"):
         # ALBERT always projects (embedding_hidden_mapping_in), ELECTRA only when narrower.
         if name == "albert" or embedding_size != fields["hidden_size"]:
             fields["embedding_size"] = embedding_size
+    if family.positions == "relative":
+        fields.update(_deberta_fields(hf_config, fields["hidden_size"], source))
+    return fields
+
+
+def _deberta_fields(hf_config, hidden_size, source):
+    """DeBERTa's bert_config fields: the table's position_buckets and
+    max_relative_positions (DebertaV2Config's -1 when left out: none, and
+    max_position_embeddings), embedding_size where embed_proj narrows it."""
+    fields = {key: hf_config.get(key, -1)
+              for key in ("position_buckets", "max_relative_positions")}
+    embedding_size = hf_config.get("embedding_size", hidden_size)
+    if embedding_size is not None and embedding_size != hidden_size:
+        fields["embedding_size"] = _positive_int(hf_config, "embedding_size", source)
     return fields
 
 
 def check_hf_config(hf_config, family, source="config.json"):
     """InputError for a config.json of `family` our graph cannot express."""
+    if family.name == "modernbert":
+        return  # modernbert_config_from_hf checks its own fields
     _check_encoder_only(hf_config, source)
     _check_family_specifics(hf_config, family, source)
 
@@ -323,6 +427,8 @@ def _refuse(bert_config, family, what):
 def hf_config_fields(bert_config, family, activation):
     """The family's config.json fields (no architectures or labels) for our bert_config
     (dict); activation: the transformers name of its hidden_act."""
+    if family.name == "modernbert":
+        return modernbert_config_fields(bert_config, activation)
     eps = bert_config.get("layer_norm_eps", BERT_LAYER_NORM_EPS)
     embedding_size = bert_config.get("embedding_size")
     name = family.name
@@ -356,6 +462,168 @@ def hf_config_fields(bert_config, family, activation):
             _refuse(bert_config, family, "no embedding_size (ALBERT always projects)")
         config.update(embedding_size=embedding_size, num_hidden_groups=1, inner_group_num=1,
                       pad_token_id=0, bos_token_id=2, eos_token_id=3)
+    elif family.positions == "relative":
+        config.update(_deberta_config_fields(bert_config))
+    return config
+
+
+def _deberta_config_fields(bert_config):
+    """DebertaV2Config's fields for DeBERTa-v3's graph (the checks of _check_deberta
+    pass on them); legacy: DebertaV2ForMaskedLM's cls.predictions head."""
+    fields = dict(relative_attention=True, position_biased_input=False,
+                  pos_att_type=["p2c", "c2p"], share_att_key=True, norm_rel_ebd="layer_norm",
+                  position_buckets=bert_config["position_buckets"],
+                  max_relative_positions=bert_config["max_relative_positions"],
+                  pooler_hidden_act="gelu", pooler_dropout=0,
+                  pooler_hidden_size=bert_config["hidden_size"], pad_token_id=0, legacy=True)
+    if bert_config.get("embedding_size"):
+        fields["embedding_size"] = bert_config["embedding_size"]
+    return fields
+
+
+# ---------------------------------------------------------------------------
+# ModernBERT's config.json, both ways
+# ---------------------------------------------------------------------------
+
+# ModernBertConfig's defaults (transformers 5) for the fields a config.json may leave out.
+_MODERNBERT_DEFAULTS = dict(hidden_activation="gelu", norm_eps=1e-5, local_attention=128,
+                            global_attn_every_n_layers=3, global_rope_theta=160000.0,
+                            local_rope_theta=10000.0, classifier_pooling="cls",
+                            classifier_activation="gelu", initializer_range=0.02,
+                            attention_dropout=0.0, mlp_dropout=0.0, embedding_dropout=0.0)
+
+# The biases ModernBERT's classes can add, and the only setting our graph has for each
+# (none but the masked-LM decoder's, as every published ModernBERT and mmBERT has them).
+_MODERNBERT_BIASES = (("norm_bias", False), ("attention_bias", False), ("mlp_bias", False),
+                      ("classifier_bias", False), ("decoder_bias", True))
+_FULL, _SLIDING = "full_attention", "sliding_attention"
+
+
+def _global_every(hf_config, layers, source):
+    """global_attn_every_n_layers from config.json: transformers 5's `layer_types` (which
+    must follow that pattern: layer i global when i % n == 0) or 4.x's own field."""
+    layer_types = hf_config.get("layer_types")
+    if layer_types is None:
+        every = hf_config.get("global_attn_every_n_layers",
+                              _MODERNBERT_DEFAULTS["global_attn_every_n_layers"])
+        if not _is_int(every) or every < 1:
+            raise InputError("%s: 'global_attn_every_n_layers' must be a positive integer, "
+                             "got %r" % (source, every))
+        return every
+    if (not isinstance(layer_types, list) or len(layer_types) != layers
+            or any(kind not in (_FULL, _SLIDING) for kind in layer_types)):
+        raise InputError("%s: 'layer_types' must list %r or %r for each of the %d layers"
+                         % (source, _FULL, _SLIDING, layers))
+    full = [i for i, kind in enumerate(layer_types) if kind == _FULL]
+    every = full[1] if len(full) > 1 else layers
+    if [_FULL if i % every == 0 else _SLIDING for i in range(layers)] != layer_types:
+        raise InputError("%s: 'layer_types' is not a global layer every n layers from layer "
+                         "0 followed by sliding ones; only that pattern can be converted"
+                         % source)
+    return every
+
+
+def _rope_theta(hf_config, kind, old_name, source):
+    """A layer kind's rotary theta: rope_parameters[kind]["rope_theta"] (transformers 5),
+    else the 4.x field `old_name`, else the class default; only the default rope type."""
+    if hf_config.get("rope_scaling") is not None:
+        raise InputError("%s: 'rope_scaling' is set; only plain rotary positions can be "
+                         "converted" % source)
+    params = (hf_config.get("rope_parameters") or {}).get(kind) or {}
+    if params.get("rope_type", "default") != "default":
+        raise InputError("%s: rope_parameters[%r] has rope_type %r; only 'default' can be "
+                         "converted" % (source, kind, params["rope_type"]))
+    theta = params.get("rope_theta", hf_config.get(old_name, _MODERNBERT_DEFAULTS[old_name]))
+    if not _is_number(theta) or theta <= 0:
+        raise InputError("%s: the %s rope theta must be a positive number, got %r"
+                         % (source, kind, theta))
+    return float(theta)
+
+
+def _modernbert_setting(hf_config, name, source, check, expected):
+    value = hf_config.get(name, _MODERNBERT_DEFAULTS[name])
+    if not check(value):
+        raise InputError("%s: %r must be %s, got %r" % (source, name, expected, value))
+    return value
+
+
+def modernbert_config_from_hf(hf_config, activations, source="config.json"):
+    """bert_config.json (dict) of a ModernBERT or mmBERT config.json in either spelling
+    (layer_types + rope_parameters, or global_attn_every_n_layers + global_rope_theta
+    / local_rope_theta); InputError for a setting our graph cannot express."""
+    fields = {ours: _positive_int(hf_config, ours, source) for ours in _SHAPE_FIELDS}
+    for name, supported in _MODERNBERT_BIASES:
+        if hf_config.get(name, supported) != supported:
+            raise InputError("%s: %r is %r; only %s (as the published ModernBERT and mmBERT "
+                             "models have it) can be converted"
+                             % (source, name, hf_config[name], str(supported).lower()))
+    for name in ("hidden_activation", "classifier_activation"):
+        value = hf_config.get(name, _MODERNBERT_DEFAULTS[name])
+        if not isinstance(value, str) or value not in activations:
+            raise InputError("%s: %r %r is not supported; expected one of %s"
+                             % (source, name, value, ", ".join(sorted(activations))))
+    if activations[hf_config.get("classifier_activation", "gelu")] != "gelu_exact":
+        raise InputError("%s: 'classifier_activation' is %r; only 'gelu' can be converted"
+                         % (source, hf_config["classifier_activation"]))
+    positive = (lambda v: _is_number(v) and v > 0, "a positive number")
+    fraction = (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")
+    fields.update(
+        type_vocab_size=0,
+        hidden_act=activations[hf_config.get("hidden_activation", "gelu")],
+        hidden_dropout_prob=_modernbert_setting(hf_config, "mlp_dropout", source, *fraction),
+        attention_probs_dropout_prob=_modernbert_setting(hf_config, "attention_dropout",
+                                                         source, *fraction),
+        initializer_range=_modernbert_setting(hf_config, "initializer_range", source,
+                                              *positive),
+        model_family="modernbert",
+        layer_norm_eps=_modernbert_setting(hf_config, "norm_eps", source, *positive),
+        local_attention=_modernbert_setting(hf_config, "local_attention", source,
+                                            lambda v: _is_int(v) and v > 0,
+                                            "a positive integer"),
+        global_attn_every_n_layers=_global_every(hf_config, fields["num_hidden_layers"],
+                                                 source),
+        global_rope_theta=_rope_theta(hf_config, _FULL, "global_rope_theta", source),
+        local_rope_theta=_rope_theta(hf_config, _SLIDING, "local_rope_theta", source),
+        classifier_pooling=_modernbert_setting(hf_config, "classifier_pooling", source,
+                                               lambda v: v in ("cls", "mean"),
+                                               "'cls' or 'mean'"))
+    head_size, remainder = divmod(fields["hidden_size"], fields["num_attention_heads"])
+    if remainder or head_size % 2:
+        raise InputError("%s: 'hidden_size' %d over 'num_attention_heads' %d must give an "
+                         "even head size (rotary positions)"
+                         % (source, fields["hidden_size"], fields["num_attention_heads"]))
+    return fields
+
+
+def modernbert_config_fields(bert_config, activation):
+    """ModernBertConfig's config.json fields (transformers 5's spelling, which 4.48+ also
+    reads) of our bert_config (dict); activation: transformers' name of hidden_act. The
+    special token ids are the exporter's (from the tokenizer)."""
+    layers = bert_config["num_hidden_layers"]
+    every = bert_config["global_attn_every_n_layers"]
+    config = {"model_type": "modernbert", "vocab_size": bert_config["vocab_size"],
+              "hidden_size": bert_config["hidden_size"], "num_hidden_layers": layers,
+              "num_attention_heads": bert_config["num_attention_heads"],
+              "intermediate_size": bert_config["intermediate_size"],
+              "hidden_activation": activation,
+              "max_position_embeddings": bert_config["max_position_embeddings"],
+              "initializer_range": bert_config["initializer_range"],
+              "norm_eps": bert_config["layer_norm_eps"],
+              "attention_dropout": bert_config["attention_probs_dropout_prob"],
+              "mlp_dropout": bert_config["hidden_dropout_prob"],
+              "embedding_dropout": bert_config["hidden_dropout_prob"],
+              "classifier_dropout": 0.0, "classifier_activation": "gelu",
+              "classifier_pooling": bert_config["classifier_pooling"],
+              "local_attention": bert_config["local_attention"],
+              "global_attn_every_n_layers": every,
+              "layer_types": [_FULL if i % every == 0 else _SLIDING for i in range(layers)],
+              "rope_parameters": {
+                  _FULL: {"rope_type": "default",
+                          "rope_theta": bert_config["global_rope_theta"]},
+                  _SLIDING: {"rope_type": "default",
+                             "rope_theta": bert_config["local_rope_theta"]}},
+              "tie_word_embeddings": True, "torch_dtype": "float32"}
+    config.update(_MODERNBERT_BIASES)
     return config
 
 
@@ -385,13 +653,21 @@ SPECIAL_TOKENS = {"bert": _BERT_SPECIALS, "electra": _BERT_SPECIALS,
                   "albert": {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>",
                              "sep_token": "[SEP]", "pad_token": "<pad>", "cls_token": "[CLS]",
                              "mask_token": "[MASK]"}}
+# ModernBERT's Hub folders have tokenizer.json read by the generic fast tokenizer, with
+# BERT's special tokens (mmBERT's Gemma tokenizer renames them in its own config).
+TOKENIZER_CLASSES["modernbert"] = "PreTrainedTokenizerFast"
+SPECIAL_TOKENS["modernbert"] = _BERT_SPECIALS
+# DeBERTa-v3's spm.model: [PAD] [CLS] [SEP] [UNK] its first pieces, [MASK] after them.
+TOKENIZER_FILES += ("spm.model",)
+TOKENIZER_CLASSES["deberta-v2"] = "DebertaV2Tokenizer"
+SPECIAL_TOKENS["deberta-v2"] = dict(_BERT_SPECIALS, bos_token="[CLS]", eos_token="[SEP]")
 
 
 def preferred_vocab_file(names):
     """Of the tokenizer file names a folder holds, the one to pass as --vocab_file:
     vocab.txt (WordPiece), else tokenizer.json, else the family's own file."""
     for name in ("vocab.txt", "tokenizer.json", "sentencepiece.bpe.model", "spiece.model",
-                 "vocab.json"):
+                 "spm.model", "vocab.json"):
         if name in names:
             return name
     models = sorted(n for n in names if n.endswith(".model"))

@@ -8,7 +8,8 @@ InputError line naming the file.
 
 `--vocab_file` names any tokenizer file of a model folder: vocab.txt
 (WordPiece: BERT, ELECTRA, DistilBERT), vocab.json or merges.txt (RoBERTa's
-byte-level BPE), sentencepiece.bpe.model (XLM-R) or spiece.model (ALBERT),
+byte-level BPE), sentencepiece.bpe.model (XLM-R), spiece.model (ALBERT) or
+spm.model (DeBERTa-v3),
 or tokenizer.json. `family_of_tokenizer_file` tells the family from such a
 file where no bert_config.json says it (create_pretraining_data.py).
 
@@ -101,8 +102,9 @@ def family_of_tokenizer_file(vocab_file, model_family=None):
     model_family (a --model_family flag) wins; else the model folder's
     bert_config.json (`model_family`) or config.json (`model_type`) beside the
     file itself: spiece.model -> ALBERT, sentencepiece.bpe.model -> XLM-R,
-    vocab.json / merges.txt -> RoBERTa, tokenizer.json -> by its model and
-    special tokens, any other name -> BERT (WordPiece's vocab.txt, however
+    spm.model -> DeBERTa-v3 (deberta-v2), vocab.json / merges.txt -> RoBERTa,
+    tokenizer.json -> by its model and special tokens (BPE with [CLS]: ModernBERT),
+    any other name -> BERT (WordPiece's vocab.txt, however
     named: ELECTRA and DistilBERT tokenize alike). InputError when nothing
     tells (another .model, a tokenizer.json of another model).
     """
@@ -122,7 +124,9 @@ def family_of_tokenizer_file(vocab_file, model_family=None):
                        if os.path.basename(vocab_file).endswith(suffix)), None)
     elif source == subword.TOKENIZER_JSON and os.path.isfile(vocab_file):
         model_type, uses_cls = _tokenizer_json(vocab_file)
-        family = {"WordPiece": "bert", "BPE": "roberta",
+        # A byte-level BPE with BERT's [CLS] is ModernBERT's (OLMo's BPE with BERT's
+        # specials); mmBERT's Gemma tokenizer has none: its config.json tells.
+        family = {"WordPiece": "bert", "BPE": "modernbert" if uses_cls else "roberta",
                   "Unigram": "albert" if uses_cls else "xlm-roberta"}.get(model_type)
     if family is None:
         raise InputError("--vocab_file=%s: cannot tell the model family from this file; add "
@@ -132,7 +136,8 @@ def family_of_tokenizer_file(vocab_file, model_family=None):
 
 
 # The SentencePiece files' names as the Hub's folders have them.
-_SPM_FAMILIES = (("sentencepiece.bpe.model", "xlm-roberta"), ("spiece.model", "albert"))
+_SPM_FAMILIES = (("sentencepiece.bpe.model", "xlm-roberta"), ("spiece.model", "albert"),
+                 ("spm.model", "deberta-v2"))
 
 
 def _json_field(path, key):

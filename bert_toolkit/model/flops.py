@@ -16,14 +16,37 @@ def forward_flops_per_example(config, seq_length, dense_tokens=None):
       products still spanning seq_length.
     """
     field = _fields(config)
+    if field("model_family") == "modernbert":
+        return _modernbert_forward_flops(field, seq_length, dense_tokens)
     h, i = field("hidden_size"), field("intermediate_size")
     dense_per_token = 4 * h * h + 2 * h * i
     attention = 2 * 2 * seq_length * seq_length * h
+    if field("model_family") == "deberta-v2":
+        # DeBERTa's content->position and position->content products: queries and keys
+        # against the 2 * seq table rows of the distances (model/relative_attention.py),
+        # twice the score product each. (The rows' projections, [2 seq, h] x [h, h]
+        # twice a layer, are shared by the batch and left out.)
+        attention += 2 * (2 * seq_length * (2 * seq_length) * h)
     tokens = seq_length if dense_tokens is None else dense_tokens
     # Narrower embeddings (ALBERT, small ELECTRAs) are projected to the hidden size.
     projection = 2 * field("embedding_size") * h * seq_length if field("embedding_size") else 0
     return field("num_hidden_layers") * (2 * dense_per_token * tokens + attention) \
         + 2 * h * h + projection
+
+
+def _modernbert_forward_flops(field, seq_length, dense_tokens=None):
+    """ModernBERT's forward matmul FLOPs of one example: per token and layer the fused
+    q/k/v (3 h^2), the output (h^2) and the gated feed-forward (h x 2i in, i x h out);
+    the attention products over every key on global layers, over the window's
+    local_attention + 1 keys (at most the sequence) on local ones; the head's dense."""
+    h, i, layers = field("hidden_size"), field("intermediate_size"), field("num_hidden_layers")
+    tokens = seq_length if dense_tokens is None else dense_tokens
+    dense = 2 * (4 * h * h + 3 * h * i) * tokens * layers
+    every = field("global_attn_every_n_layers")  # layers 0, n, 2n, ... are global
+    keys = {True: seq_length, False: min(seq_length, 2 * (field("local_attention") // 2) + 1)}
+    attention = sum(2 * 2 * seq_length * keys[index % every == 0] * h
+                    for index in range(layers))
+    return dense + attention + 2 * h * h
 
 
 def _fields(config):

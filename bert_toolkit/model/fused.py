@@ -26,6 +26,7 @@ import functools
 import tensorflow as tf
 
 from bert_toolkit import tensorflow_env
+from bert_toolkit.model import relative_attention
 
 
 def _sum_over_rows(per_row, parameter):
@@ -156,6 +157,55 @@ def attention_probs(scores, mask_bias, dropout=None, keep_probabilities=None):
             return _attention_probs_backward(probs, d_dropped, *dropout_inputs)
         return dropped, gradient
     return apply(scores)
+
+
+# DeBERTa: its two relative-position terms join the scores inside the attention's
+# kernel, so their transposes and sum are index arithmetic of the same loops, not
+# passes of their own over [batch, heads, seq, seq] bf16 tensors. (Their skews stay
+# outside, in relative_attention.skew: XLA's CPU loops over a reshaped slice took three
+# times the kernel's own time, forward and backward, where TensorFlow copies rows.)
+
+@tensorflow_env.xla_kernel
+def _relative_probs_forward(scores, to_position, from_position, mask_bias, seed, threshold,
+                            scale):
+    full = scores + relative_attention.combine(to_position, from_position)
+    return _dropped_and_probs(full, mask_bias, seed, threshold, scale)
+
+
+@tensorflow_env.xla_kernel
+def _relative_probs_backward(probs, d_dropped, seed, threshold, scale):
+    d_scores = _d_scores(probs, d_dropped, seed, threshold, scale)
+    # combine's transpose: [batch, heads] back to [heads, batch], and [j, i] for
+    # the position->content term.
+    d_to_position = tf.transpose(d_scores, [1, 0, 2, 3])
+    return d_scores, d_to_position, tf.linalg.matrix_transpose(d_to_position)
+
+
+def relative_attention_probs(scores, to_position, from_position, mask_bias, dropout=None):
+    """attention_probs of DeBERTa's scores: dropout(softmax(scores + the relative terms
+    + mask_bias)), one XLA kernel forward and one backward (which reads the float32
+    probabilities the forward kept).
+
+    Args:
+      scores: [batch, heads, s, s] query-key products (bfloat16).
+      to_position, from_position: [heads, batch, s, s], relative_attention.
+        skewed_products' (the same dtype).
+      mask_bias, dropout: as attention_probs'.
+    Returns:
+      [batch, heads, s, s] in the scores' dtype; gradients reach the three inputs.
+    """
+    dropout_inputs = _dropout_inputs(dropout)
+    mask_bias = tf.zeros([], tf.float32) if mask_bias is None else mask_bias
+
+    @tf.custom_gradient
+    def apply(scores, to_position, from_position):
+        dropped, probs = _relative_probs_forward(scores, to_position, from_position, mask_bias,
+                                                 *dropout_inputs)
+
+        def gradient(d_dropped):
+            return _relative_probs_backward(probs, d_dropped, *dropout_inputs)
+        return dropped, gradient
+    return apply(scores, to_position, from_position)
 
 
 def _dropped_hidden(x, bias, residual, seed, threshold, scale):
@@ -292,3 +342,205 @@ def softmax_cross_entropy(logits, bias, label_ids):
             return d_logits, _sum_over_rows(d_logits, bias)
         return loss, gradient
     return apply(logits, bias)
+
+
+# -- ModernBERT's chains (pre-norm, bias-free: modeling.pre_norm_layer) -------------------
+
+def _moments(hidden, epsilon):
+    mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
+    return mean, tf.math.rsqrt(variance + epsilon)
+
+
+def _d_normalized_input(hidden, mean, inverse_std, gamma, dy):
+    """(d hidden, d gamma per row), float32, of (hidden - mean) * inverse_std * gamma."""
+    standardized = (hidden - mean) * inverse_std
+    d_standardized = tf.cast(dy, tf.float32) * gamma
+    d_hidden = inverse_std * (
+        d_standardized - tf.reduce_mean(d_standardized, axis=-1, keepdims=True)
+        - standardized * tf.reduce_mean(d_standardized * standardized, axis=-1,
+                                        keepdims=True))
+    return d_hidden, tf.cast(dy, tf.float32) * standardized
+
+
+@tensorflow_env.xla_kernel
+def _bias_free_norm_forward(x, gamma, epsilon):
+    hidden = tf.cast(x, tf.float32)
+    mean, inverse_std = _moments(hidden, epsilon)
+    return tf.cast((hidden - mean) * (inverse_std * gamma), x.dtype), mean, inverse_std
+
+
+@tensorflow_env.xla_kernel
+def _bias_free_norm_backward(x, gamma, mean, inverse_std, dy):
+    d_hidden, d_gamma = _d_normalized_input(tf.cast(x, tf.float32), mean, inverse_std,
+                                            gamma, dy)
+    return tf.cast(d_hidden, x.dtype), tf.cast(d_gamma, x.dtype)
+
+
+def bias_free_layer_norm(x, gamma, epsilon=1e-5):
+    """(x - mean) / std * gamma over the last axis, computed in float32 (ModernBERT's
+    norm_bias false): x [rows, hidden] (bfloat16) -> the same shape and dtype; gamma
+    float32 [hidden]. One XLA kernel each way, the backward reading the forward's
+    moments (float32 [rows, 1])."""
+    epsilon = tf.constant(epsilon, tf.float32)
+
+    @tf.custom_gradient
+    def apply(x, gamma):
+        normalized, mean, inverse_std = _bias_free_norm_forward(x, gamma, epsilon)
+
+        def gradient(dy):
+            d_x, d_gamma_per_row = _bias_free_norm_backward(x, gamma, mean, inverse_std, dy)
+            return d_x, _sum_over_rows(d_gamma_per_row, gamma)
+        return normalized, gradient
+    return apply(x, gamma)
+
+
+def _dropped_sum(x, residual, seed, threshold, scale):
+    """float32 (dropout(x) + residual, the dropout's keep scale)."""
+    keep_scale = _keep_scale(x, seed, threshold, scale)
+    return tf.cast(x, tf.float32) * keep_scale + tf.cast(residual, tf.float32), keep_scale
+
+
+@tensorflow_env.xla_kernel
+def _add_norm_forward(x, residual, gamma, epsilon, seed, threshold, scale):
+    hidden, _ = _dropped_sum(x, residual, seed, threshold, scale)
+    mean, inverse_std = _moments(hidden, epsilon)
+    normalized = (hidden - mean) * (inverse_std * gamma)
+    return (tf.cast(hidden, residual.dtype), tf.cast(normalized, x.dtype), mean,
+            inverse_std)
+
+
+@tensorflow_env.xla_kernel
+def _add_norm_backward(x, residual, gamma, mean, inverse_std, d_hidden, d_normalized, seed,
+                       threshold, scale):
+    hidden, keep_scale = _dropped_sum(x, residual, seed, threshold, scale)
+    d_sum, d_gamma = _d_normalized_input(hidden, mean, inverse_std, gamma, d_normalized)
+    d_sum += tf.cast(d_hidden, tf.float32)
+    return (tf.cast(d_sum * keep_scale, x.dtype), tf.cast(d_sum, residual.dtype),
+            tf.cast(d_gamma, x.dtype))
+
+
+def dropout_add_bias_free_layer_norm(x, residual, gamma, dropout=None, epsilon=1e-5):
+    """(hidden = dropout(x) + residual, hidden's bias-free layer norm): the residual
+    sum of a pre-norm layer and the norm of the next sub-layer's input, one XLA kernel
+    each way (ModernBERT's attention output joining the stream before mlp_norm).
+
+    Args:
+      x, residual: [rows, hidden] (bfloat16); hidden has residual's dtype, the norm
+        x's. gamma: float32 [hidden]. dropout: None, or (seed, threshold, scale) as in
+        attention_probs.
+    """
+    dropout_inputs = _dropout_inputs(dropout)
+    epsilon = tf.constant(epsilon, tf.float32)
+
+    @tf.custom_gradient
+    def apply(x, residual, gamma):
+        hidden, normalized, mean, inverse_std = _add_norm_forward(
+            x, residual, gamma, epsilon, *dropout_inputs)
+
+        def gradient(d_hidden, d_normalized):
+            # An output nothing reads has no gradient (the stream's sum is always read).
+            d_hidden = tf.zeros_like(hidden) if d_hidden is None else d_hidden
+            d_normalized = tf.zeros_like(normalized) if d_normalized is None else d_normalized
+            d_x, d_residual, d_gamma_per_row = _add_norm_backward(
+                x, residual, gamma, mean, inverse_std, d_hidden, d_normalized,
+                *dropout_inputs)
+            return d_x, d_residual, _sum_over_rows(d_gamma_per_row, gamma)
+        return (hidden, normalized), gradient
+    return apply(x, residual, gamma)
+
+
+@tensorflow_env.xla_kernel
+def _add_forward(x, residual):
+    return tf.cast(tf.cast(x, tf.float32) + tf.cast(residual, tf.float32), residual.dtype)
+
+
+def add(x, residual):
+    """x + residual, [rows, hidden] (bfloat16), added in float32 by one XLA kernel (the
+    end of a pre-norm layer: TensorFlow's bf16 add is a scalar loop); the gradient is
+    the incoming one for both."""
+    @tf.custom_gradient
+    def apply(x, residual):
+        def gradient(dy):
+            return tf.cast(dy, x.dtype), tf.cast(dy, residual.dtype)
+        return _add_forward(x, residual), gradient
+    return apply(x, residual)
+
+
+def _gated(x, fp32_function, seed, threshold, scale):
+    inputs, gate = tf.split(tf.cast(x, tf.float32), 2, axis=-1)
+    activated = fp32_function(inputs)
+    return activated, gate, _keep_scale(gate, seed, threshold, scale)
+
+
+@functools.lru_cache(maxsize=None)
+def gated_activation(fp32_function):
+    """ModernBERT's GeGLU with its dropout as function(x [rows, 2 * inner] bfloat16,
+    dropout) -> dropout(fp32_function(x's first half) * x's second half) [rows, inner]
+    in x's dtype, computed in float32; forward and backward each one XLA kernel, the
+    backward recomputing the activation and the dropout mask."""
+    @tensorflow_env.xla_kernel
+    def forward(x, seed, threshold, scale):
+        activated, gate, keep_scale = _gated(x, fp32_function, seed, threshold, scale)
+        return tf.cast(activated * gate * keep_scale, x.dtype)
+
+    @tensorflow_env.xla_kernel
+    def backward(x, dy, seed, threshold, scale):
+        inputs, gate = tf.split(tf.cast(x, tf.float32), 2, axis=-1)
+        d_product = tf.cast(dy, tf.float32) * _keep_scale(gate, seed, threshold, scale)
+        activated = fp32_function(inputs)
+        (d_inputs,) = tf.gradients(activated, inputs, grad_ys=d_product * gate)
+        return tf.cast(tf.concat([d_inputs, d_product * activated], axis=-1), x.dtype)
+
+    def apply_with(x, dropout=None):
+        dropout_inputs = _dropout_inputs(dropout)
+
+        @tf.custom_gradient
+        def apply(x):
+            def gradient(dy):
+                return backward(x, dy, *dropout_inputs)
+            return forward(x, *dropout_inputs), gradient
+        return apply(x)
+    return apply_with
+
+
+def _rotated(x, cos, sin):
+    """x * cos + rotate_half(x) * sin in float32 (rotary.rotate's formula)."""
+    first, second = tf.split(tf.cast(x, tf.float32), 2, axis=-1)
+    return tf.cast(x, tf.float32) * cos + tf.concat([-second, first], axis=-1) * sin
+
+
+def _unrotated(dy, cos, sin):
+    """The transpose of _rotated: dy * cos + rotate_half^T(dy * sin), rotate_half^T(z) =
+    [z2, -z1]."""
+    dy = tf.cast(dy, tf.float32)
+    first, second = tf.split(dy * sin, 2, axis=-1)
+    return dy * cos + tf.concat([second, -first], axis=-1)
+
+
+@tensorflow_env.xla_kernel
+def _rotate_forward(query, key, cos, sin, query_scale):
+    return (tf.cast(_rotated(query, cos, sin) * query_scale, query.dtype),
+            tf.cast(_rotated(key, cos, sin), key.dtype))
+
+
+@tensorflow_env.xla_kernel
+def _rotate_backward(d_query, d_key, cos, sin, query_scale):
+    return (tf.cast(_unrotated(d_query, cos, sin) * query_scale, d_query.dtype),
+            tf.cast(_unrotated(d_key, cos, sin), d_key.dtype))
+
+
+def rotate_queries_and_keys(query, key, tables, query_scale):
+    """(rotated query * query_scale, rotated key) of query, key [batch, heads, seq, head]
+    (bfloat16) by rotary tables (cos, sin) float32 [seq, head], computed in float32:
+    one XLA kernel each way (the backward rotates the gradients back)."""
+    cos, sin = tables
+    query_scale = tf.constant(query_scale, tf.float32)
+
+    @tf.custom_gradient
+    def apply(query, key):
+        def gradient(d_query, d_key):
+            d_query = tf.zeros_like(query) if d_query is None else d_query
+            d_key = tf.zeros_like(key) if d_key is None else d_key
+            return _rotate_backward(d_query, d_key, cos, sin, query_scale)
+        return _rotate_forward(query, key, cos, sin, query_scale), gradient
+    return apply(query, key)

@@ -41,7 +41,7 @@ import tensorflow as tf
 
 from bert_toolkit import families
 from bert_toolkit.errors import InputError
-from bert_toolkit.model import POOLING_MODES, fused, google_names
+from bert_toolkit.model import POOLING_MODES, fused, google_names, relative_attention, rotary
 
 tf1 = tf.compat.v1
 
@@ -122,6 +122,20 @@ class BertConfig(object):
         ("model_family", families.DEFAULT),
         ("layer_norm_eps", 1e-12),
         ("embedding_size", None),
+        # ModernBERT (rotary positions, pre-norm): a local layer attends to keys within
+        # local_attention // 2 positions; every global_attn_every_n_layers-th layer
+        # (from layer 0) attends everywhere; the rotary theta of each kind; the
+        # classifier's pooling ("cls" or "mean") before its dense + GELU + norm head.
+        ("local_attention", None),
+        ("global_attn_every_n_layers", None),
+        ("global_rope_theta", None),
+        ("local_rope_theta", None),
+        ("classifier_pooling", None),
+        # DeBERTa (relative positions): the log buckets of its relative-position table
+        # (<= 0: none, a row per distance) and the distance they reach (< 1:
+        # max_position_embeddings); relative_attention.py.
+        ("position_buckets", None),
+        ("max_relative_positions", None),
     ])
 
     def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12,
@@ -129,7 +143,10 @@ class BertConfig(object):
                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
                  max_position_embeddings=512, type_vocab_size=16,
                  initializer_range=0.02, model_family=families.DEFAULT,
-                 layer_norm_eps=1e-12, embedding_size=None):
+                 layer_norm_eps=1e-12, embedding_size=None, local_attention=None,
+                 global_attn_every_n_layers=None, global_rope_theta=None,
+                 local_rope_theta=None, classifier_pooling=None, position_buckets=None,
+                 max_relative_positions=None):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -144,6 +161,13 @@ class BertConfig(object):
         self.model_family = model_family
         self.layer_norm_eps = layer_norm_eps
         self.embedding_size = embedding_size
+        self.local_attention = local_attention
+        self.global_attn_every_n_layers = global_attn_every_n_layers
+        self.global_rope_theta = global_rope_theta
+        self.local_rope_theta = local_rope_theta
+        self.classifier_pooling = classifier_pooling
+        self.position_buckets = position_buckets
+        self.max_relative_positions = max_relative_positions
 
     @property
     def family(self):
@@ -190,10 +214,61 @@ class BertConfig(object):
             raise InputError("%s: hidden_size %d is not a multiple of num_attention_heads %d"
                              % (source, self.hidden_size, self.num_attention_heads))
         family = families.get(self.model_family, source)
+        if family.positions == "rotary":
+            self._validate_rotary(source)
+        if family.positions == "relative":
+            self._validate_relative(source)
         if self.max_position_embeddings <= family.position_offset:
             raise InputError("%s: max_position_embeddings %d leaves no position after the "
                              "%s family's offset %d" % (source, self.max_position_embeddings,
                                                          family.name, family.position_offset))
+
+    def _validate_rotary(self, source):
+        """InputError naming `source` for a ModernBERT field missing or of the wrong value."""
+        for name in ("local_attention", "global_attn_every_n_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError("%s: %r must be a positive integer for the %s family, got %r"
+                                 % (source, name, self.model_family, value))
+        for name in ("global_rope_theta", "local_rope_theta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InputError("%s: %r must be a positive number for the %s family, got %r"
+                                 % (source, name, self.model_family, value))
+        if self.classifier_pooling not in ("cls", "mean"):
+            raise InputError("%s: 'classifier_pooling' must be 'cls' or 'mean' for the %s "
+                             "family, got %r" % (source, self.model_family,
+                                                 self.classifier_pooling))
+        if (self.hidden_size // self.num_attention_heads) % 2:
+            raise InputError("%s: the head size %d (hidden_size / num_attention_heads) must "
+                             "be even for rotary positions"
+                             % (source, self.hidden_size // self.num_attention_heads))
+
+    def _validate_relative(self, source):
+        """InputError naming `source` for a DeBERTa field missing or of the wrong value."""
+        for name in ("position_buckets", "max_relative_positions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InputError("%s: %r must be an integer for the %s family (<= 0: none), "
+                                 "got %r" % (source, name, self.model_family, value))
+        if self.type_vocab_size:
+            raise InputError("%s: 'type_vocab_size' must be 0 for the %s family (no "
+                             "token types), got %r" % (source, self.model_family,
+                                                       self.type_vocab_size))
+        if 0 < self.position_buckets < 4:
+            raise InputError("%s: 'position_buckets' %d: log buckets need at least 4 (or <= "
+                             "0 for none)" % (source, self.position_buckets))
+
+    @property
+    def relative_span(self):
+        """Half the rows of a relative (DeBERTa) config's position table."""
+        return relative_attention.attention_span(
+            self.position_buckets, self.max_relative_positions, self.max_position_embeddings)
+
+    def is_global_layer(self, index):
+        """Whether layer `index` of a rotary (ModernBERT) config attends everywhere: every
+        global_attn_every_n_layers-th layer from layer 0; the others are local."""
+        return index % self.global_attn_every_n_layers == 0
 
     @classmethod
     def from_dict(cls, json_object, source="BertConfig"):
@@ -466,6 +541,43 @@ def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
     return dropout(layer_norm(input_tensor, name), dropout_prob)
 
 
+def kernel_dense(x, units, name, initializer_range=0.02):
+    """x @ kernel of a dense layer without bias (variable `name/kernel` [in, units],
+    float32): x [rows, in] in the compute dtype -> [rows, units] in the same dtype.
+    ModernBERT's layers have no biases."""
+    with tf1.variable_scope(name):
+        kernel = tf1.get_variable("kernel", [x.shape[-1], units], dtype=tf.float32,
+                                  initializer=create_initializer(initializer_range))
+    return tf.matmul(x, tf.cast(kernel, x.dtype))
+
+
+def _gamma_variable(hidden, name=None):
+    """The float32 [hidden] gamma of the bias-free layer norm `name` ("LayerNorm")."""
+    with tf1.variable_scope(name or "LayerNorm"):
+        return tf1.get_variable("gamma", [hidden], dtype=tf.float32,
+                                initializer=tf1.ones_initializer())
+
+
+def pre_norm(x, epsilon=1e-5, fuse=False, name=None):
+    """bias_free_layer_norm of x [rows, hidden] in its dtype; `fuse`: as one XLA kernel
+    each way (fused.bias_free_layer_norm)."""
+    if not fuse:
+        return bias_free_layer_norm(x, name, epsilon)
+    return fused.bias_free_layer_norm(x, _gamma_variable(x.shape[-1], name), epsilon)
+
+
+def bias_free_layer_norm(input_tensor, name=None, epsilon=1e-5, output_dtype=None):
+    """Layer normalisation without beta (ModernBERT's norm_bias false): variable
+    `<name>/gamma` [hidden] (name None: "LayerNorm"); computed in float32 over the last
+    axis of input_tensor [..., hidden]; returns `output_dtype` (default: the input's)."""
+    output_dtype = output_dtype or input_tensor.dtype
+    gamma = _gamma_variable(input_tensor.shape[-1], name)
+    x32 = tf.cast(input_tensor, tf.float32)
+    mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
+    # Bracketed as in layer_norm (grappler's layer-norm matcher).
+    return tf.cast((x32 - mean) * (tf.math.rsqrt(variance + epsilon) * gamma), output_dtype)
+
+
 def embedding_lookup(input_ids, vocab_size, embedding_size=128, initializer_range=0.02,
                      word_embedding_name="word_embeddings", use_one_hot_embeddings=False):
     """Looks up word embeddings (Google's signature and variable).
@@ -532,18 +644,26 @@ def embedding_postprocessor(input_tensor, use_token_type=False, token_type_ids=N
 
 
 def embedding_layer(config, input_ids, token_type_ids, is_training,
-                    use_one_hot_embeddings=False, compute_dtype=tf.float32):
+                    use_one_hot_embeddings=False, compute_dtype=tf.float32, input_mask=None):
     """Word + token-type + position embeddings, layer-normalised (under embeddings/),
     projected to hidden_size (under embeddings_project/) when the config has an
     embedding_size. The family pieces: no token types for type_vocab_size 0, the
-    position rows from the family's offset, the config's layer-norm epsilon.
+    position rows from the family's offset, the config's layer-norm epsilon;
+    ModernBERT's (pre_norm_embeddings) and DeBERTa's (relative_embeddings).
 
     Args:
-      input_ids, token_type_ids: int [batch, seq].
+      input_ids, token_type_ids: int [batch, seq]; input_mask: int [batch, seq] or
+        None (all real), which DeBERTa's embeddings are multiplied by.
     Returns:
       (embeddings [batch, seq, hidden] in compute_dtype, word embedding table
       [vocab, embedding_width] float32).
     """
+    if config.family.pre_norm:
+        return pre_norm_embeddings(config, input_ids, is_training, use_one_hot_embeddings,
+                                   compute_dtype)
+    if config.family.positions == "relative":
+        return relative_embeddings(config, input_ids, input_mask, is_training,
+                                   use_one_hot_embeddings, compute_dtype)
     width = config.embedding_width
     with tf1.variable_scope("embeddings"):
         words, word_table = embedding_lookup(
@@ -562,6 +682,83 @@ def embedding_layer(config, input_ids, token_type_ids, is_training,
                           "embeddings_project", config.initializer_range)
         output = tf.reshape(projected, [shape[0], shape[1], config.hidden_size])
     return output, word_table
+
+
+def relative_embeddings(config, input_ids, input_mask, is_training,
+                        use_one_hot_embeddings=False, compute_dtype=tf.float32):
+    """DeBERTa's embeddings: the word table alone (positions are relative, in the
+    attention; no token types), projected to hidden_size without a bias when
+    embedding_size is set (embeddings_project/kernel), then layer-normalised at the
+    hidden width (embeddings/LayerNorm), multiplied by the input mask, dropout.
+
+    Args:
+      input_ids: int [batch, seq]; input_mask: int [batch, seq] or None.
+    Returns:
+      (embeddings [batch, seq, hidden] in compute_dtype, word table [vocab, width]).
+    """
+    batch_size, seq_length = get_shape_list(input_ids, expected_rank=2)
+    if isinstance(seq_length, int) and seq_length > config.max_position_embeddings:
+        raise InputError("sequence length %d exceeds the %s model's max_position_embeddings "
+                         "%d (its relative positions reach that far)"
+                         % (seq_length, config.model_family, config.max_position_embeddings))
+    width = config.embedding_width
+    with tf1.variable_scope("embeddings"):
+        words, word_table = embedding_lookup(
+            input_ids, config.vocab_size, width, config.initializer_range,
+            "word_embeddings", use_one_hot_embeddings)
+    words = tf.cast(words, compute_dtype)
+    if config.embedding_size:
+        projected = kernel_dense(tf.reshape(words, [-1, width]), config.hidden_size,
+                                 "embeddings_project", config.initializer_range)
+        words = tf.reshape(projected, [batch_size, seq_length, config.hidden_size])
+    with tf1.variable_scope("embeddings"):
+        output = layer_norm(words, epsilon=config.layer_norm_eps)
+    if input_mask is not None:
+        output *= tf.cast(input_mask, compute_dtype)[:, :, tf.newaxis]
+    return dropout(output, config.hidden_dropout_prob if is_training else 0.0), word_table
+
+
+def relative_settings(config, seq_length, compute_dtype, is_training):
+    """encoder_layers' keyword arguments for DeBERTa's relative positions ({} for
+    the other families): `relative`, the RelativePositions every layer reads: the
+    table (variables rel_embeddings and rel_embeddings_LayerNorm/ under the current
+    scope, the encoder's) layer-normalised once, in compute_dtype, and its rows of
+    the distances a sequence of seq_length (int or scalar tensor) spans, picked once."""
+    if config.family.positions != "relative":
+        return {}
+    table = relative_attention.relative_table(config.hidden_size, config.relative_span,
+                                              config.initializer_range)
+    normed = layer_norm(table, "rel_embeddings_LayerNorm", config.layer_norm_eps,
+                        output_dtype=compute_dtype)
+    rows = relative_attention.sequence_rows(
+        relative_attention.distance_rows(config.position_buckets, config.max_relative_positions,
+                                         config.max_position_embeddings),
+        seq_length, config.max_position_embeddings)
+    picked = None
+    if relative_attention.picks_rows_first(
+            seq_length if isinstance(seq_length, int) else None, config.relative_span):
+        picked = tf.gather(normed, rows)
+    return {"relative": relative_attention.RelativePositions(
+        normed, rows, picked, config.hidden_dropout_prob if is_training else 0.0)}
+
+
+def pre_norm_embeddings(config, input_ids, is_training, use_one_hot_embeddings=False,
+                        compute_dtype=tf.float32):
+    """ModernBERT's embeddings: the word table alone (no position or token-type table:
+    positions are rotary), a bias-free layer norm, dropout (under embeddings/).
+
+    Args:
+      input_ids: int [batch, seq].
+    Returns:
+      (embeddings [batch, seq, hidden] in compute_dtype, word table [vocab, hidden]).
+    """
+    with tf1.variable_scope("embeddings"):
+        words, word_table = embedding_lookup(
+            input_ids, config.vocab_size, config.hidden_size, config.initializer_range,
+            "word_embeddings", use_one_hot_embeddings)
+        normed = bias_free_layer_norm(words, epsilon=config.layer_norm_eps,
+                                      output_dtype=compute_dtype)
+    return dropout(normed, config.hidden_dropout_prob if is_training else 0.0), word_table
 
 
 def create_attention_mask_from_input_mask(from_tensor, to_mask):
@@ -669,25 +866,43 @@ def _attention_heads(flat, name, batch_size, seq_length, num_heads, head_size,
     return tf.transpose(split, [0, 2, 1, 3])
 
 
-def _attend(query, key, value, mask_bias, dropout_prob, fuse=False):
+def _attend(query, key, value, mask_bias, dropout_prob, fuse=False, position_terms=None):
     """Scaled dot-product attention over heads: [batch, heads, seq, head] inputs (the
     query already scaled) -> context [batch, from_seq, heads, head]. `fuse`: the
-    mask, softmax and dropout as one XLA kernel each way (fused.attention_probs)."""
+    mask, softmax and dropout as one XLA kernel each way (fused.attention_probs).
+    position_terms: DeBERTa's relative terms (relative_attention.skewed_products)
+    added to the scores, inside that kernel with `fuse`; or None."""
     scores = tf.matmul(query, key, transpose_b=True)  # [batch, heads, from, to]
-    if fuse and fuses_dropout(dropout_prob):
-        probs = fused.attention_probs(scores, mask_bias, hashed_dropout(dropout_prob))
-    else:
-        # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
-        scores = tf.cast(scores, tf.float32)
-        if mask_bias is not None:
-            scores += mask_bias
-        probs = dropout(tf.nn.softmax(scores), dropout_prob)
+    if position_terms is not None and fuse and fuses_dropout(dropout_prob):
+        probs = fused.relative_attention_probs(scores, *position_terms, mask_bias,
+                                               hashed_dropout(dropout_prob))
+        context = tf.matmul(probs, value)
+        return tf.transpose(context, [0, 2, 1, 3])
+    if position_terms is not None:
+        scores += relative_attention.combine(*position_terms)
+    probs = attention_probabilities(scores, mask_bias, dropout_prob, fuse)
     context = tf.matmul(tf.cast(probs, value.dtype), value)
     return tf.transpose(context, [0, 2, 1, 3])
 
 
+def attention_probabilities(scores, mask_bias, dropout_prob, fuse=False):
+    """dropout(softmax(scores + mask_bias)), the softmax in float32: scores [batch,
+    heads, from, to] in the compute dtype, mask_bias float32 broadcasting to them
+    (or None); float32 probabilities of the scores' shape, or with `fuse`
+    (fused.attention_probs) in the scores' dtype. long_attention.py's windows and
+    chunks call it too."""
+    if fuse and fuses_dropout(dropout_prob):
+        return fused.attention_probs(scores, mask_bias, hashed_dropout(dropout_prob))
+    # Softmax in float32: fp16 logits overflow and bf16 loses the small probabilities.
+    scores = tf.cast(scores, tf.float32)
+    if mask_bias is not None:
+        scores += mask_bias
+    return dropout(tf.nn.softmax(scores), dropout_prob)
+
+
 def self_attention(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
-                   initializer_range=0.02, attention_dropout=0.0, packing=None, fuse=False):
+                   initializer_range=0.02, attention_dropout=0.0, packing=None, fuse=False,
+                   relative=None):
     """Multi-head self-attention of the encoder (variables under query/, key/, value/).
 
     Args:
@@ -695,18 +910,63 @@ def self_attention(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
         (pack_tokens), the real tokens only: [tokens, hidden].
       mask_bias: float32 from `attention_mask_bias`, or None.
       fuse: see _attend.
+      relative: DeBERTa's relative_attention.RelativePositions (relative_settings):
+        its content->position and position->content terms join the scores, all
+        three scaled by 1 / sqrt(3 * head_size); None for the other families.
     Returns:
       Context in the compute dtype, before the output projection, with the rows
       of `flat_hidden`.
     """
     width = flat_hidden.shape[-1]
     head_size = width // num_heads
+    scale = 1.0 / math.sqrt(float(head_size) * (1 if relative is None else 3))
     heads = [_attention_heads(flat_hidden, name, batch_size, seq_length, num_heads,
-                              head_size, initializer_range, scale=scale, packing=packing)
-             for name, scale in (("query", 1.0 / math.sqrt(float(head_size))),
-                                 ("key", None), ("value", None))]
-    context = tf.reshape(_attend(*heads, mask_bias, attention_dropout, fuse), [-1, width])
+                              head_size, initializer_range, scale=head_scale, packing=packing)
+             for name, head_scale in (("query", scale), ("key", None), ("value", None))]
+    position_terms = None
+    if relative is not None:
+        position_terms = relative_position_terms(heads[0], heads[1], relative, num_heads,
+                                                 scale)
+    context = tf.reshape(_attend(*heads, mask_bias, attention_dropout, fuse,
+                                 position_terms), [-1, width])
     return context if packing is None else pack_tokens(context, packing)
+
+
+def relative_position_terms(query, key, relative, num_heads, scale):
+    """DeBERTa's content->position and position->content terms
+    (relative_attention.skewed_products: [heads, batch, seq, seq] each, which
+    relative_attention.combine adds to the scores).
+
+    The table rows of the sequence's distances go through this layer's own key and
+    query projections (the variables key/ and query/ of the current scope: DeBERTa-v3
+    shares them, share_att_key), the query side scaled as the queries are: the rows
+    picked once (relative.rows), or for sequences longer than the table's span the
+    table, whose projections are then picked (relative.index).
+
+    Args:
+      query, key: [batch, heads, seq, head_size] in the compute dtype (query scaled).
+    """
+    if relative.rows is not None:
+        source, index = relative.rows, None
+    else:
+        source, index = relative.table, relative.index
+    source = dropout(source, relative.dropout_prob)  # transformers' pos_dropout
+    head_size = query.shape[-1]
+
+    def project(name, factor=None):
+        with tf1.variable_scope(name, reuse=True):
+            kernel = tf1.get_variable("kernel", dtype=tf.float32)
+            bias = tf1.get_variable("bias", dtype=tf.float32)
+        projected = tf.nn.bias_add(tf.matmul(source, tf.cast(kernel, source.dtype)),
+                                   tf.cast(bias, source.dtype))
+        if factor is not None:
+            projected *= tf.cast(factor, projected.dtype)
+        if index is not None:
+            projected = tf.gather(projected, index)  # [2 seq, hidden]
+        return tf.transpose(tf.reshape(projected, [-1, num_heads, head_size]), [1, 0, 2])
+
+    return relative_attention.skewed_products(query, key, project("query", scale),
+                                              project("key"))
 
 
 def attention_layer(from_tensor, to_tensor, attention_mask=None, num_attention_heads=1,
@@ -753,7 +1013,7 @@ def attention_layer(from_tensor, to_tensor, attention_mask=None, num_attention_h
 def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attention_heads,
                       intermediate_size, intermediate_act_fn, hidden_dropout_prob=0.0,
                       attention_probs_dropout_prob=0.0, initializer_range=0.02,
-                      packing=None, fuse=False, layer_norm_eps=1e-12):
+                      packing=None, fuse=False, layer_norm_eps=1e-12, relative=None):
     """One encoder block: attention, add & norm, feed-forward, add & norm.
 
     Args:
@@ -761,6 +1021,7 @@ def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attent
         with `packing` (pack_tokens).
       fuse: the element-wise work in XLA kernels (_attend, dense,
         dense_dropout_add_layer_norm).
+      relative: DeBERTa's relative positions (self_attention), or None.
     Returns:
       The same shape and dtype.
     """
@@ -768,7 +1029,7 @@ def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attent
         with tf1.variable_scope("self"):
             context = self_attention(flat_hidden, mask_bias, batch_size, seq_length,
                                      num_attention_heads, initializer_range,
-                                     attention_probs_dropout_prob, packing, fuse)
+                                     attention_probs_dropout_prob, packing, fuse, relative)
         with tf1.variable_scope("output"):
             attention_output = dense_dropout_add_layer_norm(
                 context, flat_hidden, hidden_dropout_prob, initializer_range, fuse,
@@ -782,8 +1043,139 @@ def transformer_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attent
                                             layer_norm_eps)
 
 
+def rotary_self_attention(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
+                          tables, initializer_range=0.02, attention_dropout=0.0,
+                          packing=None, fuse=False, window=None):
+    """ModernBERT's self-attention: one bias-free projection to queries, keys and values
+    (variable qkv/kernel [hidden, 3 * hidden], columns q | k | v), queries and keys
+    rotated (rotary.rotate with `tables`), then long_attention's windows (a local
+    layer: keys within window // 2 positions, cost linear in the length) or full
+    attention (the square, in chunks from long_attention.CHUNKED_MIN_SEQ rows).
+
+    Args:
+      flat_hidden: [batch * seq, hidden] in the compute dtype, or [tokens, hidden]
+        with `packing` (pack_tokens).
+      mask_bias: float32 [batch, 1, 1, seq] (attention_mask_bias), or None.
+      window: a local layer's local_attention; None on a global layer.
+    Returns:
+      Context [rows of flat_hidden, hidden], before the output projection.
+    """
+    # Imported here: long_attention imports this module.
+    from bert_toolkit.model import long_attention
+    width = flat_hidden.shape[-1]
+    head_size = width // num_heads
+    qkv = kernel_dense(flat_hidden, 3 * width, "qkv", initializer_range)
+    if packing is not None:
+        qkv = unpack_tokens(qkv, packing)
+    split = tf.reshape(qkv, [batch_size, seq_length, 3, num_heads, head_size])
+    query, key, value = tf.unstack(tf.transpose(split, [2, 0, 3, 1, 4]))
+    if fuse:
+        query, key = fused.rotate_queries_and_keys(query, key, tables,
+                                                   1.0 / math.sqrt(head_size))
+    else:
+        query = rotary.rotate(query, tables) * tf.cast(1.0 / math.sqrt(head_size),
+                                                       query.dtype)
+        key = rotary.rotate(key, tables)
+    if window:
+        context = long_attention.windowed_attention(query, key, value, mask_bias, window,
+                                                    attention_dropout, fuse)
+    else:
+        context = long_attention.full_attention(query, key, value, mask_bias,
+                                                attention_dropout, fuse)
+    context = tf.reshape(context, [-1, width])
+    return context if packing is None else pack_tokens(context, packing)
+
+
+def geglu(x, activation):
+    """ModernBERT's gated unit: x [rows, 2 * inner] split into (input, gate) halves ->
+    activation(input) * gate [rows, inner], in x's dtype."""
+    inputs, gate = tf.split(x, 2, axis=-1)
+    return activation(inputs) * gate
+
+
+def pre_norm_layer(flat_hidden, mask_bias, batch_size, seq_length, num_attention_heads,
+                   intermediate_size, intermediate_act_fn, hidden_dropout_prob=0.0,
+                   attention_probs_dropout_prob=0.0, initializer_range=0.02, packing=None,
+                   fuse=False, layer_norm_eps=1e-5, tables=None, normalizes_input=True,
+                   window=None):
+    """One ModernBERT block, pre-norm and bias-free: x + attention(norm(x)), then
+    h + feed-forward(norm(h)) with a GeGLU feed-forward.
+
+    Variables (layer_N/...): attention/LayerNorm/gamma (not on layer 0, whose input
+    is the embeddings' norm: `normalizes_input` False), attention/self/qkv/kernel,
+    attention/output/dense/kernel, intermediate/LayerNorm/gamma,
+    intermediate/dense/kernel [hidden, 2 * inner], output/dense/kernel [inner, hidden].
+    Dropout as transformers places it: the attention's on its probabilities and its
+    output projection, hidden_dropout_prob (mlp_dropout) before the last projection.
+
+    Args:
+      flat_hidden: [batch * seq, hidden] in the compute dtype, or [tokens, hidden]
+        with `packing`; tables: the layer's rotary (cos, sin) [seq, head]; window: a
+        local layer's local_attention, None on a global layer.
+    Returns:
+      The same shape and dtype.
+    """
+    width = flat_hidden.shape[-1]
+    with tf1.variable_scope("attention"):
+        normed = flat_hidden
+        if normalizes_input:
+            normed = pre_norm(flat_hidden, layer_norm_eps, fuse)
+        with tf1.variable_scope("self"):
+            context = rotary_self_attention(normed, mask_bias, batch_size, seq_length,
+                                            num_attention_heads, tables, initializer_range,
+                                            attention_probs_dropout_prob, packing, fuse,
+                                            window)
+        with tf1.variable_scope("output"):
+            attended = kernel_dense(context, width, "dense", initializer_range)
+    with tf1.variable_scope("intermediate"):
+        hidden, normed = _residual_and_norm(attended, flat_hidden,
+                                            attention_probs_dropout_prob, layer_norm_eps,
+                                            fuse)
+        projected = kernel_dense(normed, 2 * intermediate_size, "dense", initializer_range)
+        if fuse and fuses_dropout(hidden_dropout_prob) and hasattr(intermediate_act_fn,
+                                                                   "fp32_function"):
+            gated = fused.gated_activation(intermediate_act_fn.fp32_function)(
+                projected, hashed_dropout(hidden_dropout_prob))
+        else:
+            gated = dropout(geglu(projected, intermediate_act_fn), hidden_dropout_prob)
+    with tf1.variable_scope("output"):
+        output = kernel_dense(gated, width, "dense", initializer_range)
+        return fused.add(output, hidden) if fuse else hidden + output
+
+
+def _residual_and_norm(attended, residual, dropout_prob, epsilon, fuse):
+    """(hidden = residual + dropout(attended), its bias-free norm under LayerNorm/) of
+    [rows, hidden] tensors; `fuse`: one XLA kernel each way
+    (fused.dropout_add_bias_free_layer_norm)."""
+    if fuse and fuses_dropout(dropout_prob):
+        return fused.dropout_add_bias_free_layer_norm(
+            attended, residual, _gamma_variable(residual.shape[-1]),
+            hashed_dropout(dropout_prob), epsilon)
+    hidden = residual + dropout(attended, dropout_prob)
+    return hidden, bias_free_layer_norm(hidden, epsilon=epsilon)
+
+
+def pre_norm_layer_extras(config, seq_length):
+    """ModernBERT's per-layer settings for encoder_layers' layer_extras: each layer's
+    window (local layers: local_attention; global ones: None), rotary tables (its
+    kind's theta; made once per kind) and whether it normalises its input (not layer 0).
+    """
+    head_size = config.hidden_size // config.num_attention_heads
+    kinds = {
+        True: (None, rotary.rotary_tables(seq_length, head_size, config.global_rope_theta)),
+        False: (config.local_attention,
+                rotary.rotary_tables(seq_length, head_size, config.local_rope_theta)),
+    }
+    extras = []
+    for index in range(config.num_hidden_layers):
+        window, tables = kinds[config.is_global_layer(index)]
+        extras.append(dict(window=window, tables=tables, normalizes_input=index > 0))
+    return extras
+
+
 def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
-                   shares_layers=False, **layer_settings):
+                   shares_layers=False, layer_fn=None, layer_extras=None, final_norm=None,
+                   **layer_settings):
     """The encoder stack (variables under layer_N/): a list of num_hidden_layers
     tensors [batch, seq, hidden] in the dtype of `input_tensor` [batch, seq, hidden].
 
@@ -791,8 +1183,14 @@ def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
     packing: from token_packing(input_mask): every layer but the attention products
       runs on the rows it packs only, and the outputs' other positions are zeros
       (when packing.packed).
-    layer_settings: transformer_layer's keyword arguments after seq_length.
+    layer_fn: the layer (default transformer_layer; ModernBERT's pre_norm_layer);
+      layer_extras: a list of one dict per layer of further keyword arguments (its
+      window, rotary tables), or None; final_norm: a function of the last layer's
+      rows [rows, hidden] -> the same, its variables under the encoder (pre-norm
+      stacks end with a norm), or None.
+    layer_settings: the layer's keyword arguments after seq_length.
     """
+    layer_fn = layer_fn or transformer_layer
     batch_size, seq_length, width = get_shape_list(input_tensor, expected_rank=3)
     # The residual stream stays 2-D between layers: every dense layer is then a
     # plain matmul, with no reshape around it.
@@ -802,13 +1200,17 @@ def encoder_layers(input_tensor, mask_bias, num_hidden_layers, packing=None,
     layer_outputs = []
     for index in range(num_hidden_layers):
         scope = "layer_0" if shares_layers else "layer_%d" % index
+        settings = dict(layer_settings, **(layer_extras[index] if layer_extras else {}))
         with tf1.variable_scope(scope, reuse=tf1.AUTO_REUSE if shares_layers else None):
-            flat_hidden = transformer_layer(flat_hidden, mask_bias, batch_size, seq_length,
-                                            packing=packing, **layer_settings)
-            # Unused layers' unpacking is pruned from the graph that runs.
-            flat_output = flat_hidden if packing is None else unpack_tokens(flat_hidden,
-                                                                            packing)
-            layer_outputs.append(tf.reshape(flat_output, [batch_size, seq_length, width]))
+            flat_hidden = layer_fn(flat_hidden, mask_bias, batch_size, seq_length,
+                                   packing=packing, **settings)
+        flat_output = flat_hidden
+        if final_norm is not None and index == num_hidden_layers - 1:
+            flat_output = final_norm(flat_hidden)
+        # Unused layers' unpacking is pruned from the graph that runs.
+        if packing is not None:
+            flat_output = unpack_tokens(flat_output, packing)
+        layer_outputs.append(tf.reshape(flat_output, [batch_size, seq_length, width]))
     return layer_outputs
 
 
@@ -876,6 +1278,51 @@ def pooler(sequence_output, config):
                      activation=pooler_activation(config))
 
 
+def pre_norm_head(x, config):
+    """ModernBERT's prediction head on x [rows, hidden] (compute dtype): bias-free
+    layer norm of activation(x @ dense/kernel), variables dense/kernel [hidden, hidden]
+    and LayerNorm/gamma in the current scope; [rows, hidden] in x's dtype."""
+    projected = kernel_dense(x, config.hidden_size, "dense", config.initializer_range)
+    return bias_free_layer_norm(pooler_activation(config)(projected),
+                                epsilon=config.layer_norm_eps)
+
+
+def pre_norm_pooler(sequence_output, input_mask, config):
+    """ModernBERT's classifier head as our pooler (variables under pooler/): the first
+    token's state or the masked mean of the states (config.classifier_pooling), then
+    pre_norm_head.
+
+    Args:
+      sequence_output: [batch, seq, hidden] in the compute dtype; input_mask: int
+        [batch, seq].
+    Returns:
+      [batch, hidden] in the compute dtype.
+    """
+    if config.classifier_pooling == "mean":
+        weights = tf.cast(input_mask, tf.float32)[:, :, tf.newaxis]
+        total = tf.reduce_sum(tf.cast(sequence_output, tf.float32) * weights, axis=1)
+        pooled = tf.cast(total / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0),
+                         sequence_output.dtype)
+    else:
+        pooled = sequence_output[:, 0, :]
+    with tf1.variable_scope("pooler"):
+        return pre_norm_head(pooled, config)
+
+
+def pre_norm_settings(config, seq_length, fuse=False):
+    """encoder_layers' keyword arguments for a pre-norm family (ModernBERT): its layer,
+    the layers' windows and rotary tables (pre_norm_layer_extras) and the final
+    bias-free norm (variables encoder/final_LayerNorm/gamma; `fuse`: an XLA kernel);
+    {} for the others."""
+    if not config.family.pre_norm:
+        return {}
+
+    def final_norm(flat_hidden):
+        return pre_norm(flat_hidden, config.layer_norm_eps, fuse, "final_LayerNorm")
+    return dict(layer_fn=pre_norm_layer, final_norm=final_norm,
+                layer_extras=pre_norm_layer_extras(config, seq_length))
+
+
 def fuses_elementwise(is_training, compute_dtype):
     """Whether a BertModel runs its element-wise chains as XLA kernels (fused.py):
     in bf16 training graphs, where TensorFlow's bf16 element-wise kernels are slow
@@ -915,7 +1362,7 @@ class BertModel(object):
         with tf1.variable_scope(scope, default_name="bert"):
             embeddings, self._embedding_table = embedding_layer(
                 config, input_ids, token_type_ids, is_training,
-                use_one_hot_embeddings, compute_dtype)
+                use_one_hot_embeddings, compute_dtype, input_mask)
             with tf1.variable_scope("encoder"):
                 layers = encoder_layers(
                     embeddings, attention_mask_bias(input_mask), config.num_hidden_layers,
@@ -927,8 +1374,18 @@ class BertModel(object):
                                                   if is_training else 0.0),
                     initializer_range=config.initializer_range,
                     packing=packing, fuse=fuse, layer_norm_eps=config.layer_norm_eps,
-                    shares_layers=config.family.shares_layers)
-            pooled = pooler(layers[-1], config)
+                    shares_layers=config.family.shares_layers,
+                    **pre_norm_settings(config, get_shape_list(embeddings)[1], fuse),
+                    **relative_settings(config, get_shape_list(embeddings)[1], compute_dtype,
+                                        is_training))
+            if config.family.pre_norm:
+                pooled = pre_norm_pooler(layers[-1], input_mask, config)
+            else:
+                pooled = pooler(layers[-1], config)
+            self._scope = tf1.get_variable_scope()
+        self._config = config
+        self._last_layer = layers[-1]  # in the compute dtype, for the token heads
+        self._token_head_output = None
         self._dense_rows = tf.size(input_mask) if not skip_padding else tf.where(
             packing.packed, tf.size(packing.rows), tf.size(input_mask))
         self._embedding_output = tf.cast(embeddings, tf.float32)
@@ -939,6 +1396,24 @@ class BertModel(object):
     def get_pooled_output(self):
         """float32 [batch, hidden]."""
         return self._pooled_output
+
+    def get_token_head_input(self):
+        """float32 [batch, seq, hidden]: what the family's token-level heads (token
+        classification, SQuAD) classify: the sequence output, or for ModernBERT, whose
+        stock ...ForTokenClassification and ...ForQuestionAnswering put their head on
+        every token, the pooler's dense + GELU + norm (pre_norm_head, the pooler's
+        variables) of every token's state."""
+        if not self._config.family.pre_norm:
+            return self._sequence_output
+        if self._token_head_output is None:
+            sequence = self._last_layer
+            batch_size, seq_length, width = get_shape_list(sequence, expected_rank=3)
+            with tf1.variable_scope(self._scope, reuse=True):
+                with tf1.variable_scope("pooler"):
+                    heads = pre_norm_head(tf.reshape(sequence, [-1, width]), self._config)
+            self._token_head_output = tf.cast(
+                tf.reshape(heads, [batch_size, seq_length, width]), tf.float32)
+        return self._token_head_output
 
     def get_sequence_output(self):
         """float32 [batch, seq, hidden]: the last encoder layer."""
@@ -1004,14 +1479,19 @@ def resolve_checkpoint(path):
 
 def bert_variable_shapes(config):
     """name -> shape of every variable BertModel creates under the default "bert" scope."""
+    if config.family.pre_norm:
+        return pre_norm_variable_shapes(config)
     h, i, e = config.hidden_size, config.intermediate_size, config.embedding_width
     shapes = collections.OrderedDict([("bert/embeddings/word_embeddings", [config.vocab_size, e])])
     if config.type_vocab_size:
         shapes["bert/embeddings/token_type_embeddings"] = [config.type_vocab_size, e]
-    shapes["bert/embeddings/position_embeddings"] = [config.max_position_embeddings, e]
-    shapes["bert/embeddings/LayerNorm/beta"] = [e]
-    shapes["bert/embeddings/LayerNorm/gamma"] = [e]
-    if config.embedding_size:
+    if config.family.positions == "relative":
+        shapes.update(relative_embedding_shapes(config))
+    else:
+        shapes["bert/embeddings/position_embeddings"] = [config.max_position_embeddings, e]
+        shapes["bert/embeddings/LayerNorm/beta"] = [e]
+        shapes["bert/embeddings/LayerNorm/gamma"] = [e]
+    if config.embedding_size and config.family.positions != "relative":
         shapes["bert/embeddings_project/kernel"] = [e, h]
         shapes["bert/embeddings_project/bias"] = [h]
     for n in range(1 if config.family.shares_layers else config.num_hidden_layers):
@@ -1027,6 +1507,44 @@ def bert_variable_shapes(config):
             shapes[layer + norm + "/gamma"] = [h]
     shapes["bert/pooler/dense/kernel"] = [h, h]
     shapes["bert/pooler/dense/bias"] = [h]
+    return shapes
+
+
+def relative_embedding_shapes(config):
+    """DeBERTa's variables besides the word table and the layers: the projection (no
+    bias) when embedding_size is set, the embeddings' layer norm at the hidden width,
+    the relative-position table and its layer norm."""
+    h, e = config.hidden_size, config.embedding_width
+    shapes = collections.OrderedDict()
+    if config.embedding_size:
+        shapes["bert/embeddings_project/kernel"] = [e, h]
+    shapes["bert/embeddings/LayerNorm/beta"] = [h]
+    shapes["bert/embeddings/LayerNorm/gamma"] = [h]
+    shapes["bert/encoder/rel_embeddings"] = [2 * config.relative_span, h]
+    shapes["bert/encoder/rel_embeddings_LayerNorm/beta"] = [h]
+    shapes["bert/encoder/rel_embeddings_LayerNorm/gamma"] = [h]
+    return shapes
+
+
+def pre_norm_variable_shapes(config):
+    """bert_variable_shapes of ModernBERT: no position or token-type table, no biases,
+    norms without beta, layer 0 without its attention norm, a final norm, the pooler's
+    head (dense kernel and norm)."""
+    h, i = config.hidden_size, config.intermediate_size
+    shapes = collections.OrderedDict([("bert/embeddings/word_embeddings", [config.vocab_size, h]),
+                                      ("bert/embeddings/LayerNorm/gamma", [h])])
+    for n in range(config.num_hidden_layers):
+        layer = "bert/encoder/layer_%d/" % n
+        if n:
+            shapes[layer + "attention/LayerNorm/gamma"] = [h]
+        shapes[layer + "attention/self/qkv/kernel"] = [h, 3 * h]
+        shapes[layer + "attention/output/dense/kernel"] = [h, h]
+        shapes[layer + "intermediate/LayerNorm/gamma"] = [h]
+        shapes[layer + "intermediate/dense/kernel"] = [h, 2 * i]
+        shapes[layer + "output/dense/kernel"] = [i, h]
+    shapes["bert/encoder/final_LayerNorm/gamma"] = [h]
+    shapes["bert/pooler/dense/kernel"] = [h, h]
+    shapes["bert/pooler/LayerNorm/gamma"] = [h]
     return shapes
 
 
@@ -1080,7 +1598,11 @@ def init_from_checkpoint(init_checkpoint, tvars=None):
 
 
 def check_vocab_matches_config(config, vocab_size, vocab_file):
-    """Raises InputError if vocab.txt has another size than the embedding table."""
+    """Raises InputError if vocab.txt has another size than the embedding table (for
+    DeBERTa: more ids than the table has rows; microsoft/deberta-v3-base's table has
+    128100 rows for its tokenizer's 128001 ids)."""
+    if config.family.positions == "relative" and vocab_size <= config.vocab_size:
+        return
     if vocab_size != config.vocab_size:
         raise InputError("%s: has %d tokens but bert_config vocab_size is %d (vocab and "
                          "model do not belong together)"

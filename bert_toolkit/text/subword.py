@@ -23,8 +23,10 @@ the tokenizer files a Hugging Face folder of the family has:
   ALBERT's own steps (`` and '' to ", NFKD and accents stripped unless
   tokenizer_config.json keeps them, lower-casing unless it says
   do_lower_case false); then each whitespace-separated word gets its "▁".
-  This is the pipeline transformers 5 builds for these families, so the ids
-  equal a tokenizer.json made by it from the same file.
+  DeBERTa-v3's spm.model keeps spm's ids ([PAD] [CLS] [SEP] [UNK] first) with
+  [MASK] appended, and DebertaV2Tokenizer's own pipeline (`_deberta_pipeline`:
+  no charsmap). These are the pipelines transformers 5 builds for these
+  families, so the ids equal a tokenizer.json made by it from the same file.
 
 Casing belongs to the file for these families (see `SubwordTokenizer`).
 
@@ -58,6 +60,7 @@ _SPECIALS = {
 # first (the rest are plain: the spm ids, the charsmap only).
 _FAIRSEQ_IDS = ("xlm-roberta",)
 _ALBERT_NORMALIZER = ("albert",)
+_DEBERTA_PIPELINE = ("deberta-v2",)
 
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -169,9 +172,24 @@ def _token_name(value):
     return value if isinstance(value, str) and value else None
 
 
+# Families whose special tokens differ from their layout's (tokenizer_config.json
+# still renames them). ModernBERT's tokenizer is BPE with BERT's [CLS] ... [SEP].
+_FAMILY_SPECIALS = {
+    "modernbert": SpecialTokens("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"),
+    "deberta-v2": SpecialTokens("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"),
+}
+# tokenizer_config.json keys a family's cls and sep fall back to: mmBERT's Gemma
+# tokenizer has the ModernBERT graph and may name only its bos and eos tokens.
+_CLS_SEP_FALLBACKS = {"modernbert": ("bos_token", "eos_token")}
+
+
 def _special_tokens(family, config):
     """The family's SpecialTokens, renamed by tokenizer_config.json's *_token keys."""
-    default = _SPECIALS[family.pair_layout]
+    default = _FAMILY_SPECIALS.get(family.name, _SPECIALS[family.pair_layout])
+    fallbacks = _CLS_SEP_FALLBACKS.get(family.name)
+    if fallbacks:
+        names = [_token_name(config.get(key)) for key in fallbacks]
+        default = default._replace(cls=names[0] or default.cls, sep=names[1] or default.sep)
     return SpecialTokens(*[_token_name(config.get(field + "_token")) or name
                            for field, name in zip(SpecialTokens._fields, default)])
 
@@ -215,7 +233,12 @@ def _spm_vocab(model, family, specials, path):
         vocab += [(piece["piece"], piece["score"]) for piece in pieces[3:]]
         vocab.append((specials.mask, 0.0))
         return vocab, 3
-    return [(piece["piece"], piece["score"]) for piece in pieces], model.trainer["unk_id"]
+    vocab = [(piece["piece"], piece["score"]) for piece in pieces]
+    if family.name in _DEBERTA_PIPELINE and specials.mask not in dict(vocab):
+        # DeBERTa-v3's spm.model has no [MASK]: transformers adds it after the pieces
+        # (id 128000 of microsoft/deberta-v3-base).
+        vocab.append((specials.mask, 0.0))
+    return vocab, model.trainer["unk_id"]
 
 
 def _spm_lower_cases(model, family, config):
@@ -224,7 +247,29 @@ def _spm_lower_cases(model, family, config):
     rule is a case-folding one (nmt_nfkc_cf) does."""
     if family.name in _ALBERT_NORMALIZER:
         return bool(config.get("do_lower_case", True))
+    if family.name in _DEBERTA_PIPELINE:
+        return bool(config.get("do_lower_case", False))
     return model.normalizer["name"].endswith("_cf")
+
+
+def _deberta_pipeline(tokenizer, lower, config):
+    """DeBERTa-v2/v3's text pipeline as transformers 5's DebertaV2Tokenizer builds it
+    around the spm pieces: lower-casing first when tokenizer_config.json says
+    do_lower_case, whitespace runs and tab / newline / carriage return to one
+    space, NFC, trailing spaces stripped (no precompiled charsmap: transformers 5
+    leaves the model's out); punctuation split off when it says split_by_punct; then
+    every word with its "▁"."""
+    from tokenizers import Regex, decoders, normalizers, pre_tokenizers
+    steps = [normalizers.Lowercase()] if lower else []
+    steps += [normalizers.Replace(Regex(r"\s{2,}|[\n\r\t]"), " "), normalizers.NFC(),
+              normalizers.Strip(left=False, right=True)]
+    tokenizer.normalizer = normalizers.Sequence(steps)
+    words = [pre_tokenizers.Punctuation(behavior="isolated")] \
+        if config.get("split_by_punct", False) else []
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        words + [_metaspace(pre_tokenizers.Metaspace)])
+    tokenizer.decoder = _metaspace(decoders.Metaspace)
+    return tokenizer
 
 
 def _build_spm(model, family, specials, config, path):
@@ -234,6 +279,9 @@ def _build_spm(model, family, specials, config, path):
     from tokenizers.models import Unigram
     vocab, unk_id = _spm_vocab(model, family, specials, path)
     tokenizer = Tokenizer(Unigram(vocab, unk_id))
+    if family.name in _DEBERTA_PIPELINE:
+        lower = _spm_lower_cases(model, family, config)
+        return _deberta_pipeline(tokenizer, lower, config), lower
     steps = []
     lower = _spm_lower_cases(model, family, config)
     if family.name in _ALBERT_NORMALIZER:
@@ -397,6 +445,17 @@ def _load_json_tokenizer(path, family):
     return tokenizer, spec, plain
 
 
+def _special_added_ids(path):
+    """{content: id} of a tokenizer.json's special added tokens: their ids belong to the
+    vocabulary even where the model's own vocabulary lacks them (ModernBERT's [CLS],
+    [SEP], ... come after OLMo's BPE pieces), though a text never matches them."""
+    spec = _read_json(path, "a tokenizer.json of the tokenizers library")
+    added = spec.get("added_tokens") if isinstance(spec, dict) else None
+    return {token["content"]: token["id"] for token in added or ()
+            if isinstance(token, dict) and token.get("special")
+            and isinstance(token.get("content"), str) and isinstance(token.get("id"), int)}
+
+
 # -- the tokenizer ---------------------------------------------------------------
 
 
@@ -482,9 +541,11 @@ class SubwordTokenizer(object):
         self.source_files, self._cut_safe = loaded.files, loaded.cut_safe
         if loaded.plain_added:
             self._encoder.add_tokens(loaded.plain_added)
-        self.vocab = collections.OrderedDict(
-            sorted(self._encoder.get_vocab(with_added_tokens=True).items(),
-                   key=lambda item: item[1]))
+        vocab = self._encoder.get_vocab(with_added_tokens=True)
+        if source_kind(self.vocab_file) == "tokenizer.json":
+            for token, index in _special_added_ids(self.vocab_file).items():
+                vocab.setdefault(token, index)
+        self.vocab = collections.OrderedDict(sorted(vocab.items(), key=lambda item: item[1]))
         self.inv_vocab = {index: token for token, index in self.vocab.items()}
         missing = [token for token in self.special_tokens if token not in self.vocab]
         if missing:
@@ -666,4 +727,4 @@ _TOKENIZER_NAMES = {"bpe": "byte-level BPE", "unigram": "a SentencePiece unigram
 _TOKENIZER_FILES = {"bpe": "vocab.json and merges.txt", "unigram": "SentencePiece .model"}
 # The source files of each kind as the Hub names them (files()).
 _SOURCE_NAMES = {"bpe": (BPE_VOCAB, BPE_MERGES),
-                 "unigram": ("sentencepiece.bpe.model", "spiece.model")}
+                 "unigram": ("sentencepiece.bpe.model", "spiece.model", "spm.model")}

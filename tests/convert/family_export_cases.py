@@ -18,6 +18,7 @@ import numpy as np
 
 from bert_toolkit.convert import hf_checkpoint, hf_export
 from bert_toolkit.convert.options import ExportHfOptions
+from bert_toolkit.model import modeling
 
 from hf_export_models import folder_digests  # noqa: F401  (the tests read it here)
 
@@ -25,7 +26,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FAMILIES_DIR = os.path.join(os.path.dirname(HERE), "fixtures", "families")
 REFERENCE = os.path.join(os.path.dirname(HERE), "fixtures", "family_export_reference")
 
-CASES = ["roberta", "xlm-roberta", "electra", "distilbert", "albert"]
+CASES = ["roberta", "xlm-roberta", "electra", "distilbert", "albert", "modernbert",
+         "deberta-v3", "deberta-v3-nobuckets"]
+# A case's model_family where the case is not named as its family.
+FAMILIES = {"deberta-v3": "deberta-v2", "deberta-v3-nobuckets": "deberta-v2"}
 LABELS = ["negative", "neutral", "positive"]
 ENTITIES = ["O", "B-ENT", "I-ENT"]
 MAX_SEQ_LENGTH = 64
@@ -83,8 +87,9 @@ def run_variables(case, role, converted_dir):
     seed = CASES.index(case) * 10 + list(ROLES).index(role) + 1
     variables = {n: v for n, v in converted.items() if not n.startswith(_HEAD_PREFIXES)}
     pooler = {n: v for n, v in converted.items() if n.startswith("bert/pooler/")}
-    variables.update(pooler or _seeded({"bert/pooler/dense/kernel": (hidden, hidden),
-                                        "bert/pooler/dense/bias": (hidden,)}, seed + 100))
+    pooler_shapes = {n: tuple(s) for n, s in modeling.bert_variable_shapes(
+        modeling.BertConfig.from_dict(config)).items() if n.startswith("bert/pooler/")}
+    variables.update(pooler or _seeded(pooler_shapes, seed + 100))
     if role == "pretraining":
         variables.update({n: v for n, v in converted.items() if n.startswith("cls/")})
     elif role == "squad":

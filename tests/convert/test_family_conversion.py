@@ -30,7 +30,8 @@ from tiny import FIXTURES, assert_one_line, read_checkpoint
 
 tf1 = tf.compat.v1
 FAMILIES_DIR = os.path.join(FIXTURES, "families")
-CASES = ["roberta", "xlm-roberta", "electra", "electra-discriminator", "distilbert", "albert"]
+CASES = ["roberta", "xlm-roberta", "electra", "electra-discriminator", "distilbert", "albert",
+         "modernbert", "modernbert-mean", "deberta-v3", "deberta-v3-nobuckets"]
 # case -> (model_family, the heads its class has: "mlm", "nsp", "pooler")
 EXPECTED = {
     "roberta": ("roberta", {"mlm"}),
@@ -39,6 +40,12 @@ EXPECTED = {
     "electra-discriminator": ("electra", set()),
     "distilbert": ("distilbert", {"mlm"}),
     "albert": ("albert", {"mlm", "nsp", "pooler"}),
+    "modernbert": ("modernbert", {"mlm"}),
+    # ModernBertForSequenceClassification: its head is our pooler, its classifier ours.
+    "modernbert-mean": ("modernbert", {"pooler", "classifier"}),
+    # DebertaV2ForMaskedLM (its legacy cls.predictions head) and DebertaV2Model.
+    "deberta-v3": ("deberta-v2", {"mlm"}),
+    "deberta-v3-nobuckets": ("deberta-v2", set()),
 }
 REFERENCE = "reference.npz"
 
@@ -91,8 +98,10 @@ def expected_shapes(out_dir, heads):
     config = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
     shapes = {n: tuple(s) for n, s in modeling.bert_variable_shapes(config).items()}
     if "pooler" not in heads:
-        del shapes["bert/pooler/dense/kernel"], shapes["bert/pooler/dense/bias"]
+        shapes = {n: s for n, s in shapes.items() if not n.startswith("bert/pooler/")}
     h, e = config.hidden_size, config.embedding_width
+    if config.model_family == "modernbert":
+        return dict(shapes, **_modernbert_heads(config, heads))
     if "mlm" in heads:
         shapes.update({"cls/predictions/transform/dense/kernel": (h, e),
                        "cls/predictions/transform/dense/bias": (e,),
@@ -102,6 +111,20 @@ def expected_shapes(out_dir, heads):
     if "nsp" in heads:
         shapes.update({"cls/seq_relationship/output_weights": (2, h),
                        "cls/seq_relationship/output_bias": (2,)})
+    return shapes
+
+
+def _modernbert_heads(config, heads):
+    """The bias-free heads of ModernBERT's classes: ForMaskedLM's transform and decoder
+    bias, ForSequenceClassification's output layer (3 labels in the fixture)."""
+    h = config.hidden_size
+    shapes = {}
+    if "mlm" in heads:
+        shapes.update({"cls/predictions/transform/dense/kernel": (h, h),
+                       "cls/predictions/transform/LayerNorm/gamma": (h,),
+                       "cls/predictions/output_bias": (config.vocab_size,)})
+    if "classifier" in heads:
+        shapes.update({"output_weights": (3, h), "output_bias": (3,)})
     return shapes
 
 
@@ -175,8 +198,8 @@ def encoder_states(out_dir, arrays):
         tvars = tf1.trainable_variables()
         assignment_map, _ = modeling.get_assignment_map_from_checkpoint(tvars, checkpoint)
         # Every encoder variable comes from the checkpoint (only a pooler may be absent).
-        assert sorted(set(v.name[:-2] for v in tvars) - set(assignment_map)) in (
-            [], ["bert/pooler/dense/bias", "bert/pooler/dense/kernel"])
+        missing = set(v.name[:-2] for v in tvars) - set(assignment_map)
+        assert all(name.startswith("bert/pooler/") for name in missing), missing
         tf1.train.init_from_checkpoint(checkpoint, assignment_map)
         with tf1.Session() as session:
             session.run(tf1.global_variables_initializer())
@@ -221,11 +244,14 @@ def _with_classifier(state, keys_and_shapes, seed=5):
       "classifier.weight": (3, 32), "classifier.bias": (3,)}, "pre_classifier"),
     ("albert", "AlbertForSequenceClassification",
      {"classifier.weight": (3, 32), "classifier.bias": (3,)}, "albert.pooler"),
+    ("deberta-v3", "DebertaV2ForSequenceClassification",
+     {"pooler.dense.weight": (32, 32), "pooler.dense.bias": (32,),
+      "classifier.weight": (3, 32), "classifier.bias": (3,)}, "pooler.dense"),
 ])
 def test_a_sequence_classifier_converts_whole(tmp_path, case, architecture, head, pooler_key):
     state = _with_classifier(fixture_state(case), head)
     for key in [k for k in state if k.startswith(("lm_head.", "vocab_", "predictions.",
-                                                    "sop_classifier."))]:
+                                                    "sop_classifier.", "cls."))]:
         del state[key]  # a ...ForSequenceClassification has no pre-training heads
     labels = {"0": "negative", "1": "neutral", "2": "positive"}
     hf_dir = copy_case(case, tmp_path / "hf", state, architectures=[architecture],

@@ -28,6 +28,12 @@ FAMILY_CONFIGS = {
     "distilbert": dict(model_family="distilbert", type_vocab_size=0),
     "albert": dict(model_family="albert", embedding_size=16, num_hidden_layers=3,
                    hidden_act="gelu"),
+    "deberta-v2": dict(model_family="deberta-v2", type_vocab_size=0, layer_norm_eps=1e-7,
+                       position_buckets=4, max_relative_positions=-1),
+    "modernbert": dict(model_family="modernbert", type_vocab_size=0, layer_norm_eps=1e-5,
+                       num_hidden_layers=3, local_attention=4, global_attn_every_n_layers=2,
+                       global_rope_theta=160000.0, local_rope_theta=10000.0,
+                       classifier_pooling="cls"),
 }
 IDS = np.array([[5, 9, 13, 7, 0, 0], [3, 4, 5, 6, 7, 8]], np.int32)
 MASK = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], np.int32)
@@ -60,9 +66,11 @@ def test_each_family_builds_the_variables_bert_variable_shapes_lists(family):
     shapes = {name: list(value.shape) for name, value in values.items()}
     assert shapes == {name: list(shape)
                       for name, shape in modeling.bert_variable_shapes(config).items()}
-    assert ("bert/embeddings/token_type_embeddings" in shapes) == (family != "distilbert")
+    assert ("bert/embeddings/token_type_embeddings" in shapes) == (
+        family not in ("distilbert", "deberta-v2", "modernbert"))
     assert ("bert/embeddings_project/kernel" in shapes) == (family in ("electra", "albert"))
-    layers = {name.split("/")[2] for name in shapes if name.startswith("bert/encoder/")}
+    assert ("bert/encoder/rel_embeddings" in shapes) == (family == "deberta-v2")
+    layers = {name.split("/")[2] for name in shapes if name.startswith("bert/encoder/layer_")}
     assert layers == ({"layer_0"} if family == "albert"
                       else {"layer_%d" % n for n in range(config.num_hidden_layers)})
 
@@ -170,7 +178,7 @@ def test_google_checkpoints_of_albert_and_electra_initialise_the_graph(tmp_path,
 
 def test_every_family_is_named_once():
     assert list(families.FAMILIES) == ["bert", "roberta", "xlm-roberta", "electra",
-                                       "distilbert", "albert"]
+                                       "distilbert", "albert", "deberta-v2", "modernbert"]
     assert families.by_hf_model_type("xlm-roberta").position_offset == 2
     with pytest.raises(InputError, match="'model_type' is 'gpt2'; the families that convert"):
         families.by_hf_model_type("gpt2")

@@ -50,20 +50,32 @@ CASES = {
     "albert": ("spiece.model", dict(embedding_size=16, hidden_act="gelu")),
     "distilbert": ("vocab.txt", dict(type_vocab_size=0)),
     "electra": ("vocab.txt", dict(embedding_size=16)),
+    # ModernBERT: tokenizer.json alone; a window of 8 (the texts are longer), layer 0
+    # global and layer 1 local.
+    "modernbert": ("tokenizer.json", dict(
+        type_vocab_size=0, layer_norm_eps=1e-5, hidden_act="gelu_exact", local_attention=8,
+        global_attn_every_n_layers=3, global_rope_theta=160000.0, local_rope_theta=10000.0,
+        classifier_pooling="cls")),
+    # DeBERTa-v3 (model_type deberta-v2): spm.model; 8 log buckets, as its fixture.
+    "deberta-v2": ("spm.model", dict(type_vocab_size=0, layer_norm_eps=1e-7,
+                                     position_buckets=8, max_relative_positions=-1)),
 }
+# A family's fixture folder, where it is not named as the family.
+FOLDERS = {"deberta-v2": "deberta-v3"}
 # ALBERT's one layer runs three times, so each step moves its weights by three
 # layers' gradients: at 3e-3 the tiny model diverged on TensorFlow 2.21.
 LEARNING_RATES = {"albert": "1e-3"}
 LEARNING_RATES.update((family, "3e-3") for family in CASES if family != "albert")
 _TOKENIZER_FILES = ("vocab.txt", "vocab.json", "merges.txt", "tokenizer.json",
-                    "sentencepiece.bpe.model", "spiece.model", "tokenizer_config.json")
+                    "sentencepiece.bpe.model", "spiece.model", "tokenizer_config.json",
+                    "spm.model")
 
 
 def copy_tokenizer(family, directory):
     """The fixture folder's tokenizer files of `family` copied into `directory`;
     returns the path --vocab_file names."""
     os.makedirs(directory, exist_ok=True)
-    source = os.path.join(FAMILY_FIXTURES, family)
+    source = os.path.join(FAMILY_FIXTURES, FOLDERS.get(family, family))
     for name in _TOKENIZER_FILES:
         if os.path.isfile(os.path.join(source, name)):
             shutil.copy(os.path.join(source, name), directory)
@@ -72,8 +84,9 @@ def copy_tokenizer(family, directory):
 
 def family_tokenizer(family):
     """The tokenizer of the family's fixture folder."""
-    return tokenization.load_tokenizer(os.path.join(FAMILY_FIXTURES, family, CASES[family][0]),
-                                       None, families.get(family))
+    return tokenization.load_tokenizer(
+        os.path.join(FAMILY_FIXTURES, FOLDERS.get(family, family), CASES[family][0]), None,
+        families.get(family))
 
 
 def write_family_model(directory, family, heads=(), **overrides):
@@ -370,7 +383,7 @@ def test_whole_words_of_bpe_and_sentencepiece_start_with_their_space_marks():
 
 # -- the scripts, end to end ---------------------------------------------------------------
 
-@pytest.fixture(scope="module", params=["roberta", "albert"])
+@pytest.fixture(scope="module", params=["roberta", "albert", "modernbert", "deberta-v2"])
 def family_model(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     return request.param, write_family_model(str(root / "model"), request.param), root
@@ -573,7 +586,8 @@ def _client_answers(output_dir, pairs):
 
 @pytest.mark.parametrize("family,heads,learns_next", [
     ("roberta", ("mlm",), False), ("albert", ("mlm", "nsp"), True),
-    ("distilbert", ("mlm",), False)])
+    ("distilbert", ("mlm",), False), ("modernbert", ("mlm",), False),
+    ("deberta-v2", ("mlm",), False)])
 def test_pretraining_data_and_a_few_steps_from_the_family_checkpoint(
         family, heads, learns_next, tmp_path):
     model = write_family_model(str(tmp_path / "model"), family, heads)
@@ -603,7 +617,8 @@ def test_pretraining_data_and_a_few_steps_from_the_family_checkpoint(
     assert 0 < report["masked_lm_loss"] < 20
     stored = dict(tf.train.list_variables(tf.train.latest_checkpoint(out)))
     for name, shape in pretraining.head_variable_shapes(
-            tiny_config(vocab_size=1, **CASES[family][1]), learns_next).items():
+            tiny_config(vocab_size=1, model_family=family, **CASES[family][1]),
+            learns_next).items():
         if name != "cls/predictions/output_bias":
             assert stored[name] == shape, name
     assert ("cls/seq_relationship/output_weights" in stored) == learns_next
@@ -638,7 +653,8 @@ def test_xlm_roberta_and_distilbert_classify_too(tmp_path):
 # -- converted Hub folders -----------------------------------------------------------------
 
 @pytest.mark.parametrize("family", ["roberta", "xlm-roberta", "albert", "distilbert",
-                                    "electra"])
+                                    "electra", "modernbert", "modernbert-mean", "deberta-v3",
+                                    "deberta-v3-nobuckets"])
 def test_extract_features_of_a_converted_hub_folder_equal_transformers(family, tmp_path):
     """convert_hf_checkpoint.py, then extract_features.py --pooling=mean on the
     reference's texts and `a ||| b` pairs: transformers' masked mean of
@@ -649,7 +665,10 @@ def test_extract_features_of_a_converted_hub_folder_equal_transformers(family, t
     reference = np.load(os.path.join(FAMILY_FIXTURES, family, "reference.npz"))
     lines = tmp_path / "lines.txt"
     lines.write_text("".join("%s\n" % text for text in reference["texts"]), encoding="utf-8")
-    name = "vocab.txt" if CASES[family][0] == "vocab.txt" else "tokenizer.json"
+    # (modernbert-mean: a second ModernBERT fixture, tokenizer.json as the first.)
+    name = "vocab.txt" if CASES.get(family, ("",))[0] == "vocab.txt" else "tokenizer.json"
+    if family.startswith("deberta"):
+        name = "spm.model"  # (DeBERTa-v3's folders have no tokenizer.json)
     vectors = str(tmp_path / "vectors.npy")
     run_script("extract_features.py", "--input_file=%s" % lines, "--output_file=%s" % vectors,
                "--vocab_file=%s" % os.path.join(model_dir, name),

@@ -39,6 +39,10 @@ SUBWORD_CASES = {
     "roberta": ("roberta", ("tokenizer.json", "vocab.json", "merges.txt")),
     "xlm-roberta": ("xlm-roberta", ("tokenizer.json", "sentencepiece.bpe.model")),
     "albert": ("albert", ("tokenizer.json", "spiece.model")),
+    # DeBERTa-v3's Hub folders have spm.model and no tokenizer.json.
+    "deberta-v3": ("deberta-v2", ("spm.model",)),
+    # ModernBERT's Hub folders have tokenizer.json alone (OLMo's BPE, BERT's specials).
+    "modernbert": ("modernbert", ("tokenizer.json",)),
 }
 WORDPIECE_CASES = {"electra": "electra", "electra-discriminator": "electra",
                    "distilbert": "distilbert"}

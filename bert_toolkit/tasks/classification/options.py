@@ -35,9 +35,11 @@ class ClassifierOptions(FineTuningOptions, PoolingOptions, ServingCompatOptions)
         "file) or one number per label in label-list order, comma-separated. Single-label "
         "tasks.")
     long_text: str = option(
-        "truncate", "Texts longer than max_seq_length: truncate (Google's), or windows: "
-        "overlapping windows, each trained with the text's label, answered per text by "
-        "aggregating its windows (metrics count texts).", choices=LONG_TEXT)
+        "truncate", "Texts longer than max_seq_length: truncate (Google's; a model with "
+        "8,192 positions, ModernBERT's, reads a long text whole with --max_seq_length=8192), "
+        "or windows: overlapping windows, each trained with the text's label, answered per "
+        "text by aggregating its windows (metrics count texts; docs/long_inputs.md).",
+        choices=LONG_TEXT)
     doc_stride: Optional[int] = option(
         None, "--long_text=windows: tokens between the starts of a text's windows "
         "(default: half a window).")

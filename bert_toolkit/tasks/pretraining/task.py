@@ -104,10 +104,14 @@ def masked_lm_output(config, sequence_output, embedding_table, positions, label_
     hidden = tf.cast(gather_indexes(sequence_output, positions), compute_dtype)
     with tf1.variable_scope("cls/predictions"):
         with tf1.variable_scope("transform"):
-            hidden = modeling.dense(hidden, config.embedding_width, "dense",
-                                    config.initializer_range,
-                                    modeling.get_activation(config.hidden_act))
-            hidden = modeling.layer_norm(hidden, epsilon=config.layer_norm_eps)
+            if config.family.pre_norm:
+                # ModernBERT's head: bias-free dense, its GELU, bias-free norm.
+                hidden = modeling.pre_norm_head(hidden, config)
+            else:
+                hidden = modeling.dense(hidden, config.embedding_width, "dense",
+                                        config.initializer_range,
+                                        modeling.get_activation(config.hidden_act))
+                hidden = modeling.layer_norm(hidden, epsilon=config.layer_norm_eps)
         output_bias = tf1.get_variable("output_bias", [config.vocab_size],
                                        initializer=tf1.zeros_initializer())
     unbiased_logits = tf.matmul(hidden, tf.cast(embedding_table, compute_dtype),
@@ -166,6 +170,9 @@ def head_variable_shapes(config, next_sentence=True):
         "cls/predictions/transform/LayerNorm/beta": [width],
         "cls/predictions/output_bias": [config.vocab_size],
     }
+    if config.family.pre_norm:  # ModernBERT's transform has no biases
+        del shapes["cls/predictions/transform/dense/bias"]
+        del shapes["cls/predictions/transform/LayerNorm/beta"]
     if next_sentence:
         shapes.update({"cls/seq_relationship/output_weights": [2, h],
                        "cls/seq_relationship/output_bias": [2]})

@@ -36,7 +36,8 @@ def make_head_fn(num_labels, dropout_prob, fork_serving=False):
     the request has none).
     """
     def head_fn(model, features, mode):
-        sequence = model.get_sequence_output()  # float32 [batch, seq, hidden]
+        # float32 [batch, seq, hidden]; ModernBERT's with its head on every token.
+        sequence = model.get_token_head_input()
         if mode == tf_estimator.ModeKeys.TRAIN:
             sequence = modeling.dropout(sequence, dropout_prob)
         output_weights = tf1.get_variable(

@@ -52,7 +52,8 @@ def make_head_fn():
     two logits.
     """
     def head_fn(model, features, mode):
-        sequence = model.get_sequence_output()  # float32 [batch, seq, hidden]
+        # float32 [batch, seq, hidden]; ModernBERT's with its head on every token.
+        sequence = model.get_token_head_input()
         weights = tf1.get_variable(WEIGHTS, [2, sequence.shape[-1]],
                                    initializer=tf1.truncated_normal_initializer(stddev=0.02))
         bias = tf1.get_variable(BIAS, [2], initializer=tf1.zeros_initializer())
