@@ -127,7 +127,8 @@ def serve_ours(args):
     model_fn = model_fn_builder.build_model_fn(
         bert_config, classifier_head.make_head_fn(2, bert_config.hidden_dropout_prob), plan,
         precision=args.precision, log_every_n_steps=10 ** 7, graph_rewrite=rewrite,
-        skip_padding=args.padding_mode in ("longest", "bucketed"), use_xla=args.use_xla)
+        skip_padding=args.padding_mode in ("longest", "bucketed"), use_xla=args.use_xla,
+        max_seq_length=args.seq_length)
     devices = distribution.replica_devices(False, 1, args.num_replicas)
     model_dir = os.path.join(args.workdir, "model")
     run_config = distribution.make_run_config(model_dir, devices, use_xla=args.use_xla,

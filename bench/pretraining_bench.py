@@ -101,7 +101,7 @@ def serve_ours(args):
     model_fn = model_fn_builder.build_model_fn(
         bert_config, pretraining.make_head_fn(bert_config, args.precision), plan,
         precision=args.precision, optimizer=args.optimizer, learning_rate=1e-4,
-        log_every_n_steps=10 ** 7)
+        log_every_n_steps=10 ** 7, max_seq_length=args.seq_length)
     run_config = distribution.make_run_config(
         os.path.join(args.workdir, "model"), distribution.replica_devices(False, 1, 1),
         save_checkpoints_steps=10 ** 8, seed=1)

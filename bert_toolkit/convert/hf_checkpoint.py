@@ -301,7 +301,7 @@ def _layer_norm_specs(google_path, hf_path, size, group):
 
 
 def _relative_embedding_specs(bert_config, width):
-    """DeBERTa's embeddings (modeling.relative_embedding_shapes): the word table,
+    """DeBERTa's embeddings (model/deberta.py relative_embedding_shapes): the word table,
     embed_proj (no bias) where embedding_size narrows it, the layer norm at the hidden
     width, and the encoder's relative-position table with its layer norm."""
     from bert_toolkit.model import relative_attention  # TensorFlow: as check_fits_graph
@@ -401,7 +401,7 @@ def _gamma_spec(google_path, hf_path, size, group):
 
 
 def _pre_norm_specs(bert_config, num_labels):
-    """tensor_specs of ModernBERT (modeling.pre_norm_variable_shapes): its `head` is the
+    """tensor_specs of ModernBERT (model/modernbert.py pre_norm_variable_shapes): its `head` is the
     masked-LM transform, or with num_labels the classifier's pooler."""
     h, i, vocab = (bert_config["hidden_size"], bert_config["intermediate_size"],
                    bert_config["vocab_size"])

@@ -124,7 +124,8 @@ def model_fn_settings(options, placement):
                 output_dir=options.output_dir if chief else None, show_progress=chief,
                 step_timeout_seconds=options.step_timeout_seconds,
                 on_cluster=placement.cluster is not None,
-                matmul_peak_flops=placement.matmul_peak, use_xla=options.use_xla)
+                matmul_peak_flops=placement.matmul_peak, use_xla=options.use_xla,
+                max_seq_length=options.max_seq_length)
 
 
 def make_estimator(options, placement, model_fn):

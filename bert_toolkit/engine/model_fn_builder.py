@@ -46,7 +46,7 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
                    output_dir=None,
                    log_per_replica=False, show_progress=True, step_timeout_seconds=None,
                    on_cluster=False, matmul_peak_flops=None, graph_rewrite=False,
-                   skip_padding=False, use_xla=False):
+                   skip_padding=False, use_xla=False, max_seq_length=None):
     """An Estimator model_fn: BERT + the task head + the shared training machinery.
 
     Args:
@@ -76,6 +76,8 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         the encoder's token-wise layers run on the real tokens only
         (modeling.token_packing), unless `use_xla` (XLA would compile each batch's
         new number of tokens anew).
+      max_seq_length: the features' padded length, the longest a batch cut to its
+        longest text can be (modeling.BertModel).
     """
     def build_graph(features, mode):
         is_training = mode == tf_estimator.ModeKeys.TRAIN
@@ -88,7 +90,7 @@ def build_model_fn(bert_config, head_fn, plan, init_checkpoint=None, learning_ra
         model = modeling.BertModel(
             bert_config, is_training, features["input_ids"], features["input_mask"],
             features["segment_ids"], compute_dtype=compute_dtype,
-            skip_padding=skip_padding and not use_xla)
+            skip_padding=skip_padding and not use_xla, max_seq_length=max_seq_length)
         head = head_fn(model, features, mode)
         if init_checkpoint:
             # Only shapes the fresh variables: a checkpoint in output_dir wins.

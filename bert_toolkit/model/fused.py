@@ -18,7 +18,7 @@ Only training graphs use these: an exported SavedModel stays free of XLA, which
 TensorFlow Serving refuses on a CPU unless started with
 --xla_cpu_compilation_enabled. XLA compiles each
 function once per input shape; the callers keep the shapes to a few (batches are
-cut to multiples of 16 tokens, modeling.token_packing rounds its token count).
+cut to multiples of 16 tokens, layers.token_packing rounds its token count).
 """
 
 import functools
@@ -344,7 +344,7 @@ def softmax_cross_entropy(logits, bias, label_ids):
     return apply(logits, bias)
 
 
-# -- ModernBERT's chains (pre-norm, bias-free: modeling.pre_norm_layer) -------------------
+# -- ModernBERT's chains (pre-norm, bias-free: modernbert.pre_norm_layer) -------------------
 
 def _moments(hidden, epsilon):
     mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)

@@ -1,6 +1,6 @@
 """Attention for long rows: sliding windows in blocks, and full attention in chunks.
 
-BERT's attention (modeling._attend) multiplies every query by every key: a
+BERT's attention (layers._attend) multiplies every query by every key: a
 [batch, heads, seq, seq] tensor of scores, and in training its probabilities
 kept for the backward pass. At 512 tokens that is cheap; at 8,192 (ModernBERT's
 positions) one layer's probabilities take 3.2 GB in float32 for 12 heads.
@@ -16,11 +16,12 @@ positions) one layer's probabilities take 3.2 GB in float32 for 12 heads.
 - full_attention: the plain square below CHUNKED_MIN_SEQ, chunks from there.
 
 A length unknown while the graph is built (training and prediction batches are
-cut to their longest text) runs blocks and chunks, whatever it turns out to be.
+cut to their longest text) is judged by its bound, the run's max_seq_length
+(`max_length`); with no bound it runs blocks and chunks, whatever it turns out to be.
 
-All three take and return what modeling._attend does: query, key, value
+All three take and return what layers._attend does: query, key, value
 [batch, heads, seq, head] in the compute dtype (the query already scaled), an
-additive float32 key mask [batch, 1, 1, seq] (modeling.attention_mask_bias:
+additive float32 key mask [batch, 1, 1, seq] (layers.attention_mask_bias:
 0 where attended, -10000 where not) or None; context [batch, seq, heads, head]
 in the compute dtype. Softmax and masks in float32; `fuse` runs the mask,
 softmax and dropout as fused.attention_probs' XLA kernels (bf16 training).
@@ -28,9 +29,9 @@ softmax and dropout as fused.attention_probs' XLA kernels (bf16 training).
 
 import tensorflow as tf
 
-from bert_toolkit.model import fused, modeling
+from bert_toolkit.model import fused, layers
 
-# The additive bias of a key a query may not see, as modeling.attention_mask_bias's.
+# The additive bias of a key a query may not see, as layers.attention_mask_bias's.
 MASKED = -10000.0
 
 # A length known while building from which chunks run (exports; training batches,
@@ -65,10 +66,10 @@ def _context(probs, value):
 
 
 def square_attention(query, key, value, mask_bias, dropout_prob=0.0, fuse=False):
-    """The plain square, modeling._attend, with any float32 mask_bias broadcasting to
+    """The plain square, layers._attend, with any float32 mask_bias broadcasting to
     [batch, heads, seq, seq] (a key mask, a band): context [batch, seq, heads, head]."""
     scores = tf.matmul(query, key, transpose_b=True)
-    probs = modeling.attention_probabilities(scores, mask_bias, dropout_prob, fuse)
+    probs = layers.attention_probabilities(scores, mask_bias, dropout_prob, fuse)
     return tf.transpose(_context(probs, value), [0, 2, 1, 3])
 
 
@@ -141,14 +142,14 @@ def _band_bias(rows, neighbours, window):
 
 
 def windowed_attention(query, key, value, key_mask_bias, window, dropout_prob=0.0,
-                       fuse=False, block_rows=None):
+                       fuse=False, block_rows=None, max_length=None):
     """Sliding-window attention: position i attends to keys j with |i - j| <=
     window // 2 (and key_mask_bias 0), as ModernBERT's local layers.
 
     Args:
       query, key, value: [batch, heads, seq, head] in the compute dtype, the query
         already scaled.
-      key_mask_bias: float32 [batch, 1, 1, seq] (modeling.attention_mask_bias of an
+      key_mask_bias: float32 [batch, 1, 1, seq] (layers.attention_mask_bias of an
         input mask), or None.
       window: ModernBERT's local_attention (the whole window; 128 in the base model).
       dropout_prob: attention dropout on the probabilities (0 outside training); in
@@ -156,6 +157,8 @@ def windowed_attention(query, key, value, key_mask_bias, window, dropout_prob=0.
         without `fuse`), which the gradient's recomputation draws again.
       fuse: the mask, softmax and dropout as XLA kernels (modeling.fuses_elementwise).
       block_rows: rows per block (default window // 2, at least MIN_BLOCK_ROWS).
+      max_length: the longest the rows can be when their length is unknown while
+        building (batches cut to their longest text: the run's max_seq_length).
     Returns:
       context [batch, seq, heads, head] in the value's dtype.
 
@@ -166,7 +169,8 @@ def windowed_attention(query, key, value, key_mask_bias, window, dropout_prob=0.
     (the padding masked).
     """
     seq_length = _static_length(query)
-    if seq_length is not None and seq_length - 1 <= window // 2:
+    longest = _longest(query, max_length)
+    if longest is not None and longest - 1 <= window // 2:
         return square_attention(query, key, value, key_mask_bias, dropout_prob, fuse)
 
     def band():
@@ -178,27 +182,34 @@ def windowed_attention(query, key, value, key_mask_bias, window, dropout_prob=0.
     def blocks():
         return _blocked(query, key, value, key_mask_bias, window, dropout_prob, fuse,
                         block_rows)
-    return _by_length(query, blocks_min_length(window, block_rows), band, blocks)
+    return _by_length(query, blocks_min_length(window, block_rows), band, blocks, max_length)
 
 
-def _by_length(query, min_length, short, long):
+def _longest(query, max_length):
+    """The longest the rows of `query` [batch, heads, seq, head] can be: their static
+    length, else `max_length` (None: unbounded)."""
+    seq_length = _static_length(query)
+    return seq_length if seq_length is not None else max_length
+
+
+def _by_length(query, min_length, short, long, max_length=None):
     """short() for rows of `query` [batch, heads, seq, head] shorter than min_length,
     else long(). A length unknown while the graph is built (batches cut to their
-    longest text, input_pipeline.trim_to_longest) takes long(), right at every
-    length, for a few percent of a short batch's step (docs/long_inputs.md): a
-    tf.cond choosing at run time put a "PredictCost" warning per layer from
-    grappler on the console of bf16 runs, and the fused kernels' gradients cannot
-    cross it."""
-    seq_length = _static_length(query)
-    return short() if seq_length is not None and seq_length < min_length else long()
+    longest text, input_pipeline.trim_to_longest) is judged by its bound
+    `max_length` (the run's max_seq_length); with none it takes long(), right at
+    every length (docs/long_inputs.md): a tf.cond choosing at run time put a
+    "PredictCost" warning per layer from grappler on the console of bf16 runs, and
+    the fused kernels' gradients cannot cross it."""
+    longest = _longest(query, max_length)
+    return short() if longest is not None and longest < min_length else long()
 
 
 def _probabilities(scores, mask_bias, dropout, fuse):
-    """modeling.attention_probabilities with a dropout drawn before (hashed_dropout's
+    """layers.attention_probabilities with a dropout drawn before (hashed_dropout's
     (seed, threshold, scale), or None), so that a recomputation draws the same mask:
     fused.attention_probs' hashed masks (an XLA kernel even without `fuse`)."""
     if dropout is None:
-        return modeling.attention_probabilities(scores, mask_bias, 0.0, fuse)
+        return layers.attention_probabilities(scores, mask_bias, 0.0, fuse)
     return fused.attention_probs(scores, mask_bias, dropout)
 
 
@@ -223,7 +234,7 @@ def _blocked(query, key, value, key_mask_bias, window, dropout_prob, fuse, block
     gradient recomputes the blocks' keys, scores and probabilities: kept, the three
     copies of the keys and values and the probabilities are about 7,000 floats a
     token at ModernBERT-base's shape, a sixth of what a whole layer keeps."""
-    batch_size, heads, seq_length, width = modeling.get_shape_list(query, expected_rank=4)
+    batch_size, heads, seq_length, width = layers.get_shape_list(query, expected_rank=4)
     rows, neighbours = block_layout(window, block_rows)
     blocks = (seq_length + rows - 1) // rows
     tail = blocks * rows - seq_length  # padding rows after the last position
@@ -237,7 +248,7 @@ def _blocked(query, key, value, key_mask_bias, window, dropout_prob, fuse, block
         + _band_bias(rows, neighbours, window)
     # Scores and bias as [batch, heads or 1, blocks * rows, span]: the fused kernels' layout.
     bias = tf.reshape(bias, [batch_size, 1, blocks * rows, span])
-    dropout = modeling.hashed_dropout(dropout_prob) if dropout_prob else None
+    dropout = layers.hashed_dropout(dropout_prob) if dropout_prob else None
     seed = dropout[0] if dropout else tf.zeros([2], tf.int32)
 
     def attend(query, key, value, bias, seed):
@@ -258,17 +269,18 @@ def _blocked(query, key, value, key_mask_bias, window, dropout_prob, fuse, block
 
 
 def full_attention(query, key, value, key_mask_bias, dropout_prob=0.0, fuse=False,
-                   chunk_rows=DEFAULT_CHUNK_ROWS):
-    """Attention to every key (ModernBERT's global layers): modeling._attend's square
+                   chunk_rows=DEFAULT_CHUNK_ROWS, max_length=None):
+    """Attention to every key (ModernBERT's global layers): layers._attend's square
     for rows shorter than CHUNKED_MIN_SEQ, chunked_attention from there and for a
-    length unknown while building. Arguments and result as chunked_attention's."""
+    length unknown while building with no `max_length` (windowed_attention's) below
+    it. Arguments and result as chunked_attention's."""
     def square():
         return square_attention(query, key, value, key_mask_bias, dropout_prob, fuse)
 
     def chunked():
         return chunked_attention(query, key, value, key_mask_bias, chunk_rows, dropout_prob,
                                  fuse)
-    return _by_length(query, CHUNKED_MIN_SEQ, square, chunked)
+    return _by_length(query, CHUNKED_MIN_SEQ, square, chunked, max_length)
 
 
 def _chunk_dropout(dropout, index):
@@ -281,7 +293,7 @@ def _chunk_dropout(dropout, index):
 def _to_chunks(x, chunk_rows, chunks):
     """[batch, heads, seq, head] -> [chunks, batch, heads, chunk_rows, head], the
     rows padded with zeros up to whole chunks."""
-    batch_size, heads, seq_length, width = modeling.get_shape_list(x, expected_rank=4)
+    batch_size, heads, seq_length, width = layers.get_shape_list(x, expected_rank=4)
     padded = tf.pad(x, [[0, 0], [0, 0], [0, chunks * chunk_rows - seq_length], [0, 0]])
     split = tf.reshape(padded, [batch_size, heads, chunks, chunk_rows, width])
     return tf.transpose(split, [2, 0, 1, 3, 4])
@@ -290,7 +302,7 @@ def _to_chunks(x, chunk_rows, chunks):
 def _from_chunks(chunked, seq_length):
     """_to_chunks' inverse: [chunks, batch, heads, rows, head] -> [batch, heads, seq,
     head]."""
-    chunks, batch_size, heads, rows, width = modeling.get_shape_list(chunked, expected_rank=5)
+    chunks, batch_size, heads, rows, width = layers.get_shape_list(chunked, expected_rank=5)
     merged = tf.reshape(tf.transpose(chunked, [1, 2, 0, 3, 4]),
                         [batch_size, heads, chunks * rows, width])
     return _rows(merged, 0, seq_length)
@@ -307,7 +319,7 @@ def chunked_attention(query, key, value, key_mask_bias, chunk_rows=DEFAULT_CHUNK
       key_mask_bias: float32 [batch, 1, 1, seq], or None.
       dropout_prob: attention dropout, drawn by fused.attention_probs' hashed
         masks (an XLA kernel even without `fuse`), which the recomputation draws
-        again; a rate 16 bits do not hold (modeling.hashed_dropout) drops nothing.
+        again; a rate 16 bits do not hold (layers.hashed_dropout) drops nothing.
       fuse: the mask and softmax as fused.attention_probs' kernels.
     Returns:
       context [batch, seq, heads, head] in the value's dtype.
@@ -318,7 +330,7 @@ def chunked_attention(query, key, value, key_mask_bias, chunk_rows=DEFAULT_CHUNK
     repeats the forward's score matmul and softmax: 4/3 of a square's attention
     matmul FLOPs over a training step.
     """
-    dropout = modeling.hashed_dropout(dropout_prob) if dropout_prob else None
+    dropout = layers.hashed_dropout(dropout_prob) if dropout_prob else None
     mask_bias = tf.zeros([1, 1, 1, 1]) if key_mask_bias is None else key_mask_bias
     seed = dropout[0] if dropout else tf.zeros([2], tf.int32)
 
@@ -328,7 +340,7 @@ def chunked_attention(query, key, value, key_mask_bias, chunk_rows=DEFAULT_CHUNK
         chunk_dropout = _chunk_dropout((seed,) + dropout[1:], index) if dropout else None
         return _context(_probabilities(scores, mask_bias, chunk_dropout, fuse), value)
 
-    seq_length = modeling.get_shape_list(query, expected_rank=4)[2]
+    seq_length = layers.get_shape_list(query, expected_rank=4)[2]
     # A row shorter than a chunk is one chunk of its length (a length unknown while
     # building: batches trimmed to their longest text).
     rows = min(chunk_rows, seq_length) if isinstance(seq_length, int) else \

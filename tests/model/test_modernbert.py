@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_toolkit.errors import InputError
-from bert_toolkit.model import modeling, rotary
+from bert_toolkit.model import modeling, modernbert, rotary
 
 from tiny import tiny_config
 
@@ -97,7 +97,7 @@ def test_each_layer_gets_its_kinds_window_and_theta():
     cfg = config()
     assert [cfg.is_global_layer(i) for i in range(3)] == [True, False, True]
     with tf.Graph().as_default(), tf1.Session() as session:
-        extras = modeling.pre_norm_layer_extras(cfg, 8)
+        extras = modernbert.pre_norm_layer_extras(cfg, 8)
         tables = session.run([e["tables"] for e in extras])
         expected = session.run([rotary.rotary_tables(8, 8, 160000.0),
                                 rotary.rotary_tables(8, 8, 10000.0)])

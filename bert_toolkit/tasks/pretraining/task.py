@@ -49,7 +49,7 @@ from bert_toolkit.engine import (
 from bert_toolkit.engine.model_fn_builder import Head
 from bert_toolkit.errors import InputError
 from bert_toolkit.estimator_compat import tf_estimator
-from bert_toolkit.model import fused, modeling
+from bert_toolkit.model import fused, modeling, modernbert
 from bert_toolkit.tasks.pretraining.data import feature_lengths
 
 tf1 = tf.compat.v1
@@ -106,7 +106,7 @@ def masked_lm_output(config, sequence_output, embedding_table, positions, label_
         with tf1.variable_scope("transform"):
             if config.family.pre_norm:
                 # ModernBERT's head: bias-free dense, its GELU, bias-free norm.
-                hidden = modeling.pre_norm_head(hidden, config)
+                hidden = modernbert.pre_norm_head(hidden, config)
             else:
                 hidden = modeling.dense(hidden, config.embedding_width, "dense",
                                         config.initializer_range,
