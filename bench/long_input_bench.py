@@ -36,13 +36,7 @@ import benchlib  # noqa: E402
 FIXTURE = os.path.join(benchlib.REPO, "tests", "fixtures", "families", "modernbert")
 # ModernBERT-base as a bert_config.json (answerdotai/ModernBERT-base's config.json,
 # converted): dropout 0 as published.
-MODERNBERT_BASE = dict(
-    vocab_size=50368, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
-    intermediate_size=1152, hidden_act="gelu_exact", hidden_dropout_prob=0.0,
-    attention_probs_dropout_prob=0.0, max_position_embeddings=8192, type_vocab_size=0,
-    initializer_range=0.02, model_family="modernbert", layer_norm_eps=1e-5,
-    local_attention=128, global_attn_every_n_layers=3, global_rope_theta=160000.0,
-    local_rope_theta=10000.0, classifier_pooling="mean")
+MODERNBERT_BASE = benchlib.CONFIGS["modernbert-base"]
 WORDS = ("the movie plot film is was a very not good great fine bad awful dull and but "
          "story acting music").split()
 
