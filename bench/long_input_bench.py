@@ -63,24 +63,11 @@ def write_tokenizer(directory, vocab_size):
 def write_model(directory):
     """bert_config.json, tokenizer.json and a random bert_model.ckpt of ModernBERT-base's
     shape; returns the bt.ClassifierOptions fields naming them."""
-    import tensorflow as tf
-
     from bert_toolkit.model import modeling
-    tf1 = tf.compat.v1
     os.makedirs(directory, exist_ok=True)
     vocab_file = write_tokenizer(directory, MODERNBERT_BASE["vocab_size"])
-    config = modeling.BertConfig.from_dict(MODERNBERT_BASE)
-    config_file = os.path.join(directory, "bert_config.json")
-    config.to_json_file(config_file)
-    graph = tf.Graph()
-    with graph.as_default():
-        modeling.BertModel(config, False, tf1.placeholder(tf.int32, [None, 8]))
-        with tf1.Session(graph=graph) as session:
-            session.run(tf1.global_variables_initializer())
-            checkpoint = tf1.train.Saver().save(
-                session, os.path.join(directory, "bert_model.ckpt"), write_meta_graph=False)
-    return dict(vocab_file=vocab_file, bert_config_file=config_file,
-                init_checkpoint=checkpoint)
+    return dict(modeling.write_initial_checkpoint(
+        modeling.BertConfig.from_dict(MODERNBERT_BASE), directory), vocab_file=vocab_file)
 
 
 def write_data(directory, examples, seq_length):

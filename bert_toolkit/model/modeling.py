@@ -33,6 +33,7 @@ Hugging Face calls "gelu"; the converter translates), plus "relu", "tanh",
 
 import collections
 import math
+import os
 import re
 
 import tensorflow as tf
@@ -618,6 +619,35 @@ def init_from_checkpoint(init_checkpoint, tvars=None):
     assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
     tf1.train.init_from_checkpoint(init_checkpoint, assignment_map)
     return {name for name in initialized if not name.endswith(":0")}
+
+
+def write_initial_checkpoint(config, directory, extra_variables=None, seed=None):
+    """Writes `config` as directory/bert_config.json and its freshly initialised encoder
+    as directory/bert_model.ckpt (a model to train from its start: benches, tests).
+
+    Args:
+      extra_variables: {name: shape} of further float32 variables the checkpoint holds
+        (a head's), drawn from a normal of stddev 0.02 (truncated) as Google's heads are.
+      seed: the graph's random seed (None: a fresh draw).
+    Returns:
+      dict(bert_config_file, init_checkpoint), as the tasks' options name them.
+    """
+    tf.io.gfile.makedirs(directory)
+    config_file = os.path.join(directory, "bert_config.json")
+    config.to_json_file(config_file)
+    graph = tf.Graph()
+    with graph.as_default():
+        if seed is not None:
+            tf1.set_random_seed(seed)
+        BertModel(config, False, tf1.placeholder(tf.int32, [None, 8]))
+        for name, shape in (extra_variables or {}).items():
+            tf1.get_variable(name, shape,
+                             initializer=tf1.truncated_normal_initializer(stddev=0.02))
+        with tf1.Session(graph=graph) as session:
+            session.run(tf1.global_variables_initializer())
+            checkpoint = tf1.train.Saver().save(
+                session, os.path.join(directory, "bert_model.ckpt"), write_meta_graph=False)
+    return dict(bert_config_file=config_file, init_checkpoint=checkpoint)
 
 
 def check_vocab_matches_config(config, vocab_size, vocab_file):

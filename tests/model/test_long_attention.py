@@ -311,3 +311,21 @@ def test_chunked_attention_trains_in_a_tf1_graph():
             session.run(step)
             after = session.run(loss)
     assert after < before
+
+
+@pytest.mark.parametrize("max_length, blocks, chunks", [
+    (None, True, True), (256, False, False), (512, True, False),
+    (long_attention.CHUNKED_MIN_SEQ, True, True)])
+def test_an_unknown_length_is_judged_by_its_bound(monkeypatch, max_length, blocks, chunks):
+    """A batch cut to its longest text has no static length; the run's max_seq_length
+    bounds it, and below the blocks' and chunks' thresholds the squares run."""
+    ran = []
+    monkeypatch.setattr(long_attention, "_blocked", lambda *a: ran.append("blocks") or a[0])
+    monkeypatch.setattr(long_attention, "chunked_attention",
+                        lambda *a, **k: ran.append("chunks") or a[0])
+    with tf.Graph().as_default():
+        query, key, value = [tf1.placeholder(tf.float32, [2, 3, None, 8]) for _ in range(3)]
+        long_attention.windowed_attention(query, key, value, None, 128,
+                                          max_length=max_length)
+        long_attention.full_attention(query, key, value, None, max_length=max_length)
+    assert ("blocks" in ran, "chunks" in ran) == (blocks, chunks)

@@ -98,23 +98,10 @@ def write_family_model(directory, family, heads=(), **overrides):
     tokenizer = tokenization.load_tokenizer(vocab_file, None, families.get(family))
     config = tiny_config(vocab_size=len(tokenizer.vocab), model_family=family,
                          **dict(CASES[family][1], **overrides))
-    config_file = os.path.join(directory, "bert_config.json")
-    config.to_json_file(config_file)
-    graph = tf.Graph()
-    with graph.as_default():
-        tf1.set_random_seed(5)
-        from bert_toolkit.model import modeling
-        modeling.BertModel(config, False, tf1.placeholder(tf.int32, [None, 8]))
-        shapes = pretraining.head_variable_shapes(config, "nsp" in heads) if heads else {}
-        for name, shape in shapes.items():
-            tf1.get_variable(name, shape, initializer=tf1.truncated_normal_initializer(
-                stddev=0.02))
-        with tf1.Session(graph=graph) as session:
-            session.run(tf1.global_variables_initializer())
-            checkpoint = tf1.train.Saver().save(
-                session, os.path.join(directory, "bert_model.ckpt"), write_meta_graph=False)
-    return dict(vocab_file=vocab_file, bert_config_file=config_file,
-                init_checkpoint=checkpoint)
+    from bert_toolkit.model import modeling
+    shapes = pretraining.head_variable_shapes(config, "nsp" in heads) if heads else {}
+    return dict(modeling.write_initial_checkpoint(config, directory, shapes, seed=5),
+                vocab_file=vocab_file)
 
 
 def model_args(model, output_dir, *extra):

@@ -44,18 +44,8 @@ def write_model(directory):
         num_hidden_layers=3, max_position_embeddings=2048, layer_norm_eps=1e-5,
         local_attention=WINDOW, global_attn_every_n_layers=3, global_rope_theta=160000.0,
         local_rope_theta=10000.0, classifier_pooling="cls", initializer_range=0.2)
-    config_file = os.path.join(directory, "bert_config.json")
-    config.to_json_file(config_file)
-    graph = tf.Graph()
-    with graph.as_default():
-        tf1.set_random_seed(7)
-        modeling.BertModel(config, False, tf1.placeholder(tf.int32, [None, 8]))
-        with tf1.Session(graph=graph) as session:
-            session.run(tf1.global_variables_initializer())
-            checkpoint = tf1.train.Saver().save(
-                session, os.path.join(directory, "bert_model.ckpt"), write_meta_graph=False)
-    return dict(vocab_file=vocab_file, bert_config_file=config_file,
-                init_checkpoint=checkpoint)
+    return dict(modeling.write_initial_checkpoint(config, directory, seed=7),
+                vocab_file=vocab_file)
 
 
 def long_text(rng, words, keyword):
@@ -140,7 +130,8 @@ def test_a_long_text_is_read_whole_in_one_row(long_task, tmp_path, monkeypatch):
     assert abs(chunked[0, 0] - chunked[1, 0]) > 1e-6
 
     # The reference: every layer's attention as the masked square.
-    monkeypatch.setattr(long_attention, "_by_length", lambda query, length, short, long: short())
+    monkeypatch.setattr(long_attention, "_by_length",
+                        lambda query, length, short, long, *bound: short())
     square_dir = str(tmp_path / "square")
     bt.run(classifier_options(model, data, square_dir, do_predict=True,
                               init_checkpoint=report.checkpoint))
