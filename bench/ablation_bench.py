@@ -81,8 +81,9 @@ def make_parser():
 
 def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, num_heads,
                               initializer_range=0.02, attention_dropout=0.0, packing=None,
-                              fuse=False):
-    """modeling.self_attention with one matmul for Q, K and V (a candidate, measured).
+                              fuse=False, relative=None):
+    """modeling.self_attention with one matmul for Q, K and V (a candidate, measured;
+    BERT's attention only: no DeBERTa `relative` terms).
 
     The variables stay separate (Google's names and shapes) and are
     concatenated in the graph; the 1/sqrt(head_size) scale is folded into the
@@ -93,7 +94,7 @@ def fused_qkv_attention_layer(flat_hidden, mask_bias, batch_size, seq_length, nu
 
     from bert_toolkit.model import modeling
     tf1 = tf.compat.v1
-    assert packing is None and not fuse, "fp32 graphs, unpacked"
+    assert packing is None and not fuse and relative is None, "BERT's fp32 graphs, unpacked"
     width = flat_hidden.shape[-1]
     head_size = width // num_heads
     scale = 1.0 / math.sqrt(float(head_size))
@@ -174,15 +175,16 @@ def select_dropout(input_tensor, dropout_prob):
                     tf.zeros_like(input_tensor))
 
 
-def fused_scores_attend(query, key, value, mask_bias, dropout_prob, fuse=False):
+def fused_scores_attend(query, key, value, mask_bias, dropout_prob, fuse=False,
+                        position_terms=None):
     """modeling._attend with the query unscaled: matmul * scale + mask is the pattern
     oneDNN's grappler pass fuses into one kernel (a candidate, measured; fp32 only:
-    a bf16 matmul's cast to float32 breaks the pattern). Its query must come from
-    unscaled(modeling._attention_heads)."""
+    a bf16 matmul's cast to float32 breaks the pattern; BERT's attention, no DeBERTa
+    `position_terms`). Its query must come from unscaled(modeling._attention_heads)."""
     import tensorflow as tf
 
     from bert_toolkit.model import modeling
-    assert not fuse, "an fp32 graph"
+    assert not fuse and position_terms is None, "BERT's attention in an fp32 graph"
     scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(query.shape[-1]))
     if mask_bias is not None:
         scores += mask_bias
