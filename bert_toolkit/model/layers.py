@@ -103,6 +103,15 @@ def pooler_activation(config):
     return get_activation(config.family.pooler_activation)
 
 
+def masked_mean(states, input_mask):
+    """float32 [batch, hidden]: the mean of `states` [batch, seq, hidden] (any float
+    dtype) over the real tokens of `input_mask` int [batch, seq] (a row without any:
+    zeros)."""
+    weights = tf.cast(input_mask, tf.float32)[:, :, tf.newaxis]  # [batch, seq, 1]
+    total = tf.reduce_sum(tf.cast(states, tf.float32) * weights, axis=1)
+    return total / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+
+
 def create_initializer(initializer_range=0.02):
     return tf1.truncated_normal_initializer(stddev=initializer_range)
 

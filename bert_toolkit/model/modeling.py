@@ -65,6 +65,7 @@ from bert_toolkit.model.layers import (
     hashed_dropout,  # noqa: F401 (modeling.hashed_dropout)
     layer_norm,
     layer_norm_and_dropout,  # noqa: F401 (modeling.layer_norm_and_dropout)
+    masked_mean,
     pack_tokens,
     pooler_activation,  # noqa: F401 (modeling.pooler_activation)
     reshape_from_matrix,  # noqa: F401 (modeling.reshape_from_matrix)
@@ -359,9 +360,7 @@ def sentence_vector(model, input_mask, pooling="pooler"):
         return model.get_pooled_output()
     if pooling != "mean":
         raise ValueError("pooling %r: expected one of %s" % (pooling, ", ".join(POOLING_MODES)))
-    weights = tf.cast(input_mask, tf.float32)[:, :, None]  # [batch, seq, 1]
-    total = tf.reduce_sum(model.get_sequence_output() * weights, axis=1)
-    return total / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+    return masked_mean(model.get_sequence_output(), input_mask)
 
 
 def pooler(sequence_output, config):

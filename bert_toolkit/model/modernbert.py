@@ -22,6 +22,7 @@ from bert_toolkit.model.layers import (
     gamma_variable,
     hashed_dropout,
     kernel_dense,
+    masked_mean,
     pack_tokens,
     pooler_activation,
     pre_norm,
@@ -205,10 +206,7 @@ def pre_norm_pooler(sequence_output, input_mask, config):
       [batch, hidden] in the compute dtype.
     """
     if config.classifier_pooling == "mean":
-        weights = tf.cast(input_mask, tf.float32)[:, :, tf.newaxis]
-        total = tf.reduce_sum(tf.cast(sequence_output, tf.float32) * weights, axis=1)
-        pooled = tf.cast(total / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0),
-                         sequence_output.dtype)
+        pooled = tf.cast(masked_mean(sequence_output, input_mask), sequence_output.dtype)
     else:
         pooled = sequence_output[:, 0, :]
     with tf1.variable_scope("pooler"):
