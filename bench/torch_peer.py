@@ -29,83 +29,37 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-# Our model_family -> (transformers config class, its classifier, its pre-training model)
-# and how each names the common fields (DistilBERT's config has its own names).
+sys.path.insert(0, benchlib.REPO)  # the families' config fields (no TensorFlow)
+
+# Our model_family -> (its transformers classifier, its pre-training model).
 _HF_CLASSES = {
-    "bert": ("BertConfig", "BertForSequenceClassification", "BertForPreTraining"),
-    "roberta": ("RobertaConfig", "RobertaForSequenceClassification", "RobertaForMaskedLM"),
-    "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForSequenceClassification",
-                    "XLMRobertaForMaskedLM"),
-    "electra": ("ElectraConfig", "ElectraForSequenceClassification", "ElectraForMaskedLM"),
-    "distilbert": ("DistilBertConfig", "DistilBertForSequenceClassification",
-                   "DistilBertForMaskedLM"),
-    "albert": ("AlbertConfig", "AlbertForSequenceClassification", "AlbertForPreTraining"),
-    "deberta-v2": ("DebertaV2Config", "DebertaV2ForSequenceClassification",
-                   "DebertaV2ForMaskedLM"),
-    "modernbert": ("ModernBertConfig", "ModernBertForSequenceClassification",
-                   "ModernBertForMaskedLM"),
+    "bert": ("BertForSequenceClassification", "BertForPreTraining"),
+    "roberta": ("RobertaForSequenceClassification", "RobertaForMaskedLM"),
+    "xlm-roberta": ("XLMRobertaForSequenceClassification", "XLMRobertaForMaskedLM"),
+    "electra": ("ElectraForSequenceClassification", "ElectraForMaskedLM"),
+    "distilbert": ("DistilBertForSequenceClassification", "DistilBertForMaskedLM"),
+    "albert": ("AlbertForSequenceClassification", "AlbertForPreTraining"),
+    "deberta-v2": ("DebertaV2ForSequenceClassification", "DebertaV2ForMaskedLM"),
+    "modernbert": ("ModernBertForSequenceClassification", "ModernBertForMaskedLM"),
 }
-
-
-def hf_config_fields(fields):
-    """The keyword arguments of the family's transformers config for bench `fields`."""
-    family = fields.get("model_family", "bert")
-    act = benchlib.HF_ACTIVATIONS[fields["hidden_act"]]
-    if family == "distilbert":
-        return dict(vocab_size=fields["vocab_size"], dim=fields["hidden_size"],
-                    n_layers=fields["num_hidden_layers"], n_heads=fields["num_attention_heads"],
-                    hidden_dim=fields["intermediate_size"], activation=act,
-                    dropout=fields["hidden_dropout_prob"],
-                    attention_dropout=fields["attention_probs_dropout_prob"],
-                    max_position_embeddings=fields["max_position_embeddings"])
-    if family == "modernbert":
-        return dict(vocab_size=fields["vocab_size"], hidden_size=fields["hidden_size"],
-                    num_hidden_layers=fields["num_hidden_layers"],
-                    num_attention_heads=fields["num_attention_heads"],
-                    intermediate_size=fields["intermediate_size"], hidden_activation=act,
-                    max_position_embeddings=fields["max_position_embeddings"],
-                    norm_eps=fields["layer_norm_eps"],
-                    attention_dropout=fields["attention_probs_dropout_prob"],
-                    mlp_dropout=fields["hidden_dropout_prob"],
-                    embedding_dropout=fields["hidden_dropout_prob"],
-                    local_attention=fields["local_attention"],
-                    global_attn_every_n_layers=fields["global_attn_every_n_layers"],
-                    global_rope_theta=fields["global_rope_theta"],
-                    local_rope_theta=fields["local_rope_theta"],
-                    classifier_pooling=fields["classifier_pooling"])
-    kwargs = dict(
-        vocab_size=fields["vocab_size"], hidden_size=fields["hidden_size"],
-        num_hidden_layers=fields["num_hidden_layers"],
-        num_attention_heads=fields["num_attention_heads"],
-        intermediate_size=fields["intermediate_size"], hidden_act=act,
-        hidden_dropout_prob=fields["hidden_dropout_prob"],
-        attention_probs_dropout_prob=fields["attention_probs_dropout_prob"],
-        max_position_embeddings=fields["max_position_embeddings"],
-        type_vocab_size=fields["type_vocab_size"],
-        layer_norm_eps=fields.get("layer_norm_eps", 1e-12))
-    if fields.get("embedding_size"):
-        kwargs["embedding_size"] = fields["embedding_size"]
-    if family == "deberta-v2":
-        # DeBERTa-v3's attention: relative positions only, both extra terms, one
-        # key projection for content and positions, the table layer-normed.
-        kwargs.update(relative_attention=True, position_biased_input=False,
-                      pos_att_type=["p2c", "c2p"], share_att_key=True,
-                      norm_rel_ebd="layer_norm",
-                      position_buckets=fields["position_buckets"],
-                      max_relative_positions=fields["max_relative_positions"],
-                      pooler_hidden_act=act)
-    return kwargs
 
 
 def make_model(config_name, num_labels=2, pretraining=False):
     """The family's ...ForSequenceClassification of the bench config (its pre-training
     model with `pretraining`: BERT's and ALBERT's with both losses, the others'
-    masked LM)."""
+    masked LM), configured by the fields export_hf.py writes for the same config
+    (convert/hf_families.py), so the peer is the model a user's export would be."""
     import transformers
+
+    from bert_toolkit import families
+    from bert_toolkit.convert import hf_families
     _, fields = benchlib.load_config(config_name)
-    config_class, classifier, pretrainer = _HF_CLASSES[fields.get("model_family", "bert")]
-    config = getattr(transformers, config_class)(num_labels=num_labels,
-                                                 **hf_config_fields(fields))
+    family = families.get(fields.get("model_family"))
+    hf_fields = hf_families.hf_config_fields(
+        fields, family, benchlib.HF_ACTIVATIONS[fields["hidden_act"]])
+    hf_fields.pop("torch_dtype", None)  # the peer picks its own precision
+    config = transformers.AutoConfig.for_model(num_labels=num_labels, **hf_fields)
+    classifier, pretrainer = _HF_CLASSES[family.name]
     return getattr(transformers, pretrainer if pretraining else classifier)(config)
 
 
