@@ -428,7 +428,16 @@ def pack_tokens(flat, packing):
     """[batch * seq, width] -> the real tokens' rows [tokens, width] (unchanged when
     packing.packed is false). Between pack_tokens and unpack_tokens an encoder
     layer runs on packed rows; see token_packing."""
-    return tf.cond(packing.packed, lambda: tf.gather(flat, packing.rows), lambda: flat)
+    @tf.custom_gradient
+    def gather(flat):
+        # A dense gradient (the scatter unpack_tokens does): tf.gather's is
+        # IndexedSlices, which made the gradient of the whole cond IndexedSlices,
+        # densified by a pass of its own in every layer even when nothing was packed.
+        def gradient(d_rows):
+            return tf.scatter_nd(packing.rows[:, tf.newaxis], d_rows,
+                                 tf.shape(flat, out_type=tf.int64))
+        return tf.gather(flat, packing.rows), gradient
+    return tf.cond(packing.packed, lambda: gather(flat), lambda: flat)
 
 
 def unpack_tokens(packed, packing):

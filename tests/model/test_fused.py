@@ -151,8 +151,8 @@ def compiled_calls(graph):
             if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
 
 
-def bert_graph(is_training, compute_dtype, skip_padding=False):
-    config = tiny_config()
+def bert_graph(is_training, compute_dtype, skip_padding=False, **overrides):
+    config = tiny_config(**overrides)
     with tf.Graph().as_default() as graph:
         ids = tf.constant(np.random.RandomState(0).randint(0, config.vocab_size, [2, 8]))
         mask = tf.constant([[1] * 8, [1] * 3 + [0] * 5])
@@ -165,10 +165,12 @@ def bert_graph(is_training, compute_dtype, skip_padding=False):
 
 def test_only_a_bf16_training_graph_is_fused():
     """Per layer: the GELU, the attention's softmax and two layer norms, each
-    forward and backward; an inference graph (what is exported) has none."""
-    config = tiny_config()
-    assert len(compiled_calls(bert_graph(True, tf.bfloat16))) == \
-        2 * 4 * config.num_hidden_layers
+    forward and backward, except a dropout-free softmax's forward (TensorFlow's
+    kernel); an inference graph (what is exported) has none."""
+    layers = tiny_config().num_hidden_layers
+    assert len(compiled_calls(bert_graph(True, tf.bfloat16,
+                                         attention_probs_dropout_prob=0.1))) == 2 * 4 * layers
+    assert len(compiled_calls(bert_graph(True, tf.bfloat16))) == (2 * 4 - 1) * layers
     assert not compiled_calls(bert_graph(True, tf.float32))
     assert not compiled_calls(bert_graph(False, tf.bfloat16))
 
@@ -188,6 +190,29 @@ def test_fused_packing_rounds_the_token_count_with_padding_positions():
     assert not mask.reshape(-1)[rounded.rows[265:]].any()  # padding positions, once each
     assert len(set(rounded.rows)) == 512
     assert sorted(everything.rows) == list(range(240))  # capped at batch * seq
+
+
+@pytest.mark.parametrize("real_tokens", [8, 2])
+def test_packing_passes_a_dense_gradient_back(real_tokens):
+    """The gradient through pack_tokens is a dense tensor equal to tf.gather's, with a
+    row of padding (packed) and with none (passed through): IndexedSlices there made
+    every layer densify its gradient in a pass of its own."""
+    mask = np.array([[1] * 8, [1] * real_tokens + [0] * (8 - real_tokens)], np.int32)
+    rng = np.random.RandomState(0)
+    with tf.Graph().as_default():
+        x = tf.constant(rng.normal(size=[16, 4]).astype(np.float32))
+        weights = tf.constant(rng.normal(size=[4, 4]).astype(np.float32))
+        packing = modeling.token_packing(tf.constant(mask))
+
+        def loss(rows):
+            return tf.reduce_sum(tf.square(tf.matmul(rows, weights)))
+        (packed_gradient,) = tf.gradients(loss(modeling.pack_tokens(x, packing)), x)
+        (gather_gradient,) = tf.gradients(loss(tf.gather(x, packing.rows)), x)
+        assert isinstance(packed_gradient, tf.Tensor)
+        packed, ours, expected = run([packing.packed, packed_gradient,
+                                      tf.convert_to_tensor(gather_gradient)])
+    assert packed == (real_tokens < 8)
+    np.testing.assert_allclose(ours, expected, rtol=1e-6)
 
 
 def test_fused_softmax_cross_entropy_and_its_gradients_are_float32s():
