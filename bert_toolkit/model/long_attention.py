@@ -208,6 +208,10 @@ def _probabilities(scores, mask_bias, dropout, fuse):
     """layers.attention_probabilities with a dropout drawn before (hashed_dropout's
     (seed, threshold, scale), or None), so that a recomputation draws the same mask:
     fused.attention_probs' hashed masks (an XLA kernel even without `fuse`)."""
+    # Inside the chunks' loops grappler's shape inference loses the scores' rank,
+    # and its cost model then logged a warning per loop for TensorFlow's Softmax
+    # (fused.attention_probs' forward without dropout): EnsureShape restates it.
+    scores = tf.ensure_shape(scores, [None] * scores.shape.rank)
     if dropout is None:
         return layers.attention_probabilities(scores, mask_bias, 0.0, fuse)
     return fused.attention_probs(scores, mask_bias, dropout)

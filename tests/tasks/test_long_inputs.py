@@ -19,6 +19,7 @@ from bert_toolkit.engine import training
 from bert_toolkit.model import long_attention, modeling
 from bert_toolkit.text import tokenization
 
+import script_runs
 from tiny import FIXTURES, NEGATIVE_WORDS, POSITIVE_WORDS, TINY_WORDS, tiny_config
 
 tf1 = tf.compat.v1
@@ -136,6 +137,26 @@ def test_a_long_text_is_read_whole_in_one_row(long_task, tmp_path, monkeypatch):
     bt.run(classifier_options(model, data, square_dir, do_predict=True,
                               init_checkpoint=report.checkpoint))
     np.testing.assert_allclose(probabilities(square_dir), chunked, atol=1e-5)
+
+
+def test_a_bf16_run_of_long_texts_prints_no_framework_warnings(long_task, tmp_path):
+    """run_custom_classifier.py in bf16 at 1,536 tokens, as a user runs it: the chunks'
+    and blocks' loops put no line of grappler's on the console (its cost model
+    warned once per loop where their scores' rank was lost, long_attention._probabilities)."""
+    model, data = long_task
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    result = script_runs.run(
+        ["run_custom_classifier.py", "--task_name=custom", "--data_dir=%s" % data,
+         "--text_a_column=sentence", "--label_column=label",
+         "--vocab_file=%s" % model["vocab_file"],
+         "--bert_config_file=%s" % model["bert_config_file"],
+         "--init_checkpoint=%s" % model["init_checkpoint"],
+         "--output_dir=%s" % (tmp_path / "bf16"), "--max_seq_length=%d" % MAX_SEQ_LENGTH,
+         "--train_batch_size=2", "--num_train_epochs=1", "--precision=bf16", "--do_train",
+         "--do_predict"], env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "PredictCost" not in result.stdout + result.stderr, result.stderr[-3000:]
+    assert probabilities(str(tmp_path / "bf16")).shape == (2, 2)
 
 
 def test_windows_stay_available_for_long_texts(long_task, tmp_path):
