@@ -232,11 +232,28 @@ def _dropped_hidden(x, bias, residual, seed, threshold, scale):
     return x * keep_scale + tf.cast(residual, tf.float32), keep_scale
 
 
+def _moments(hidden, epsilon):
+    """(mean, 1 / std), float32 [rows, 1], of hidden [rows, width] (float32)."""
+    mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
+    return mean, tf.math.rsqrt(variance + epsilon)
+
+
+def _d_normalized_input(hidden, mean, inverse_std, gamma, dy):
+    """(d hidden, d gamma per row), float32, of (hidden - mean) * inverse_std * gamma
+    (+ beta): every layer norm kernel's backward."""
+    standardized = (hidden - mean) * inverse_std
+    d_standardized = tf.cast(dy, tf.float32) * gamma
+    d_hidden = inverse_std * (
+        d_standardized - tf.reduce_mean(d_standardized, axis=-1, keepdims=True)
+        - standardized * tf.reduce_mean(d_standardized * standardized, axis=-1,
+                                        keepdims=True))
+    return d_hidden, tf.cast(dy, tf.float32) * standardized
+
+
 @tensorflow_env.xla_kernel
 def _layer_norm_forward(x, bias, residual, gamma, beta, epsilon, seed, threshold, scale):
     hidden, _ = _dropped_hidden(x, bias, residual, seed, threshold, scale)
-    mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
-    inverse_std = tf.math.rsqrt(variance + epsilon)
+    mean, inverse_std = _moments(hidden, epsilon)
     normalized = (hidden - mean) * (inverse_std * gamma) + beta
     return tf.cast(normalized, x.dtype), mean, inverse_std
 
@@ -245,15 +262,9 @@ def _layer_norm_forward(x, bias, residual, gamma, beta, epsilon, seed, threshold
 def _layer_norm_backward(x, bias, residual, gamma, mean, inverse_std, dy, seed, threshold,
                          scale):
     hidden, keep_scale = _dropped_hidden(x, bias, residual, seed, threshold, scale)
-    standardized = (hidden - mean) * inverse_std
-    dy = tf.cast(dy, tf.float32)
-    d_standardized = dy * gamma
-    d_hidden = inverse_std * (
-        d_standardized - tf.reduce_mean(d_standardized, axis=-1, keepdims=True)
-        - standardized * tf.reduce_mean(d_standardized * standardized, axis=-1,
-                                        keepdims=True))
+    d_hidden, d_gamma = _d_normalized_input(hidden, mean, inverse_std, gamma, dy)
     return (tf.cast(d_hidden * keep_scale, x.dtype), tf.cast(d_hidden, x.dtype),
-            tf.cast(dy * standardized, x.dtype))
+            tf.cast(d_gamma, x.dtype))
 
 
 def bias_dropout_add_layer_norm(x, bias, residual, gamma, beta, dropout=None, epsilon=1e-12):
@@ -362,22 +373,6 @@ def softmax_cross_entropy(logits, bias, label_ids):
 
 
 # -- ModernBERT's chains (pre-norm, bias-free: modernbert.pre_norm_layer) -------------------
-
-def _moments(hidden, epsilon):
-    mean, variance = tf.nn.moments(hidden, axes=[-1], keepdims=True)
-    return mean, tf.math.rsqrt(variance + epsilon)
-
-
-def _d_normalized_input(hidden, mean, inverse_std, gamma, dy):
-    """(d hidden, d gamma per row), float32, of (hidden - mean) * inverse_std * gamma."""
-    standardized = (hidden - mean) * inverse_std
-    d_standardized = tf.cast(dy, tf.float32) * gamma
-    d_hidden = inverse_std * (
-        d_standardized - tf.reduce_mean(d_standardized, axis=-1, keepdims=True)
-        - standardized * tf.reduce_mean(d_standardized * standardized, axis=-1,
-                                        keepdims=True))
-    return d_hidden, tf.cast(dy, tf.float32) * standardized
-
 
 @tensorflow_env.xla_kernel
 def _bias_free_norm_forward(x, gamma, epsilon):

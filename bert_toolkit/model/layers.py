@@ -285,15 +285,20 @@ def layer_norm(input_tensor, name=None, epsilon=1e-12, output_dtype=None):
     Variables `<name>/gamma`, `<name>/beta` [hidden] (name None: "LayerNorm"),
     as in Google's checkpoints. Returns `output_dtype` (default: the input's).
     """
-    output_dtype = output_dtype or input_tensor.dtype
     gamma, beta = _layer_norm_variables(input_tensor.shape[-1], name)
+    return tf.cast(_scaled_standardization(input_tensor, gamma, epsilon) + beta,
+                   output_dtype or input_tensor.dtype)
+
+
+def _scaled_standardization(input_tensor, gamma, epsilon):
+    """float32 (x - mean) / std * gamma over the last axis of input_tensor [..., hidden]
+    (any float dtype), gamma float32 [hidden]: both layer norms' arithmetic."""
     x32 = tf.cast(input_tensor, tf.float32)
     mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
     # rsqrt * gamma bracketed: written left to right, with oneDNN on, grappler's
     # layer-norm matcher takes this graph for its own pattern and aborts the process
     # when the input comes straight from a fed tensor (TensorFlow 2.15.1).
-    y = (x32 - mean) * (tf.math.rsqrt(variance + epsilon) * gamma) + beta
-    return tf.cast(y, output_dtype)
+    return (x32 - mean) * (tf.math.rsqrt(variance + epsilon) * gamma)
 
 
 def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
@@ -330,12 +335,9 @@ def bias_free_layer_norm(input_tensor, name=None, epsilon=1e-5, output_dtype=Non
     """Layer normalisation without beta (ModernBERT's norm_bias false): variable
     `<name>/gamma` [hidden] (name None: "LayerNorm"); computed in float32 over the last
     axis of input_tensor [..., hidden]; returns `output_dtype` (default: the input's)."""
-    output_dtype = output_dtype or input_tensor.dtype
     gamma = gamma_variable(input_tensor.shape[-1], name)
-    x32 = tf.cast(input_tensor, tf.float32)
-    mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
-    # Bracketed as in layer_norm (grappler's layer-norm matcher).
-    return tf.cast((x32 - mean) * (tf.math.rsqrt(variance + epsilon) * gamma), output_dtype)
+    return tf.cast(_scaled_standardization(input_tensor, gamma, epsilon),
+                   output_dtype or input_tensor.dtype)
 
 
 def embedding_lookup(input_ids, vocab_size, embedding_size=128, initializer_range=0.02,
