@@ -26,7 +26,7 @@ import functools
 import tensorflow as tf
 
 from bert_toolkit import tensorflow_env
-from bert_toolkit.model import relative_attention
+from bert_toolkit.model import relative_attention, rotary
 
 
 def _sum_over_rows(per_row, parameter):
@@ -515,15 +515,9 @@ def gated_activation(fp32_function):
     return apply_with
 
 
-def _rotated(x, cos, sin):
-    """x * cos + rotate_half(x) * sin in float32 (rotary.rotate's formula)."""
-    first, second = tf.split(tf.cast(x, tf.float32), 2, axis=-1)
-    return tf.cast(x, tf.float32) * cos + tf.concat([-second, first], axis=-1) * sin
-
-
 def _unrotated(dy, cos, sin):
-    """The transpose of _rotated: dy * cos + rotate_half^T(dy * sin), rotate_half^T(z) =
-    [z2, -z1]."""
+    """The transpose of rotary.rotated_in_float32: dy * cos + rotate_half^T(dy * sin),
+    rotate_half^T(z) = [z2, -z1]."""
     dy = tf.cast(dy, tf.float32)
     first, second = tf.split(dy * sin, 2, axis=-1)
     return dy * cos + tf.concat([second, -first], axis=-1)
@@ -531,8 +525,8 @@ def _unrotated(dy, cos, sin):
 
 @tensorflow_env.xla_kernel
 def _rotate_forward(query, key, cos, sin, query_scale):
-    return (tf.cast(_rotated(query, cos, sin) * query_scale, query.dtype),
-            tf.cast(_rotated(key, cos, sin), key.dtype))
+    return (tf.cast(rotary.rotated_in_float32(query, (cos, sin)) * query_scale, query.dtype),
+            tf.cast(rotary.rotated_in_float32(key, (cos, sin)), key.dtype))
 
 
 @tensorflow_env.xla_kernel

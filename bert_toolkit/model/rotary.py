@@ -31,10 +31,15 @@ def rotary_tables(seq_length, head_size, theta):
 
 def rotate(x, tables):
     """x [batch, heads, seq, head] rotated by `tables` (rotary_tables of the same seq and
-    head): x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] of its two halves.
-    Computed in float32; returns x's dtype and shape."""
+    head), computed in float32 (rotated_in_float32); returns x's dtype and shape."""
+    return tf.cast(rotated_in_float32(x, tables), x.dtype)
+
+
+def rotated_in_float32(x, tables):
+    """x * cos + rotate_half(x) * sin in float32, rotate_half(x) = [-x2, x1] of x's two
+    halves: x [..., seq, head] (any float dtype), tables (cos, sin) [seq, head]. Also
+    the formula of fused.rotate_queries_and_keys' kernel."""
     cos, sin = tables
     x32 = tf.cast(x, tf.float32)
     first, second = tf.split(x32, 2, axis=-1)
-    rotated_half = tf.concat([-second, first], axis=-1)
-    return tf.cast(x32 * cos + rotated_half * sin, x.dtype)
+    return x32 * cos + tf.concat([-second, first], axis=-1) * sin
